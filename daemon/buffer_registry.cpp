@@ -1,0 +1,188 @@
+#include "daemon/buffer_registry.h"
+
+#include "ipc/sys_error.h"
+#include "worker/import_registry.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <stdexcept>
+
+namespace canopy::daemon {
+namespace {
+
+// Buffer ids stay below 2^32 so derived shm names fit in 31 bytes.
+constexpr std::uint32_t MAX_SLOTS = 1u << 20;
+
+} // namespace
+
+BufferRegistry::BufferRegistry(std::filesystem::path journal_dir)
+    : journal_(std::move(journal_dir)), owner_(draw_owner_instance()) {}
+
+BufferRegistry::~BufferRegistry() {
+    release_all();
+}
+
+CanonicalIdentity BufferRegistry::mint_locked() {
+    std::uint32_t index;
+    if (!free_slots_.empty()) {
+        index = free_slots_.back();
+        free_slots_.pop_back();
+    } else {
+        if (slots_.size() >= MAX_SLOTS) {
+            throw std::length_error("buffer table is full (" + std::to_string(MAX_SLOTS) + " buffers)");
+        }
+        index = static_cast<std::uint32_t>(slots_.size());
+        slots_.emplace_back();
+    }
+    Slot& slot = slots_[index];
+    CanonicalIdentity id{};
+    id.owner_instance = owner_;
+    id.buffer_id = index + 1ULL;
+    id.generation = slot.generation + 1;
+    return id;
+}
+
+BufferDescriptor BufferRegistry::create_posix_shm(std::uint64_t nbytes, Access access, const std::string& creator) {
+    std::lock_guard lock(mu_);
+    const CanonicalIdentity id = mint_locked();
+    auto give_back = [&] { free_slots_.push_back(static_cast<std::uint32_t>(id.buffer_id - 1)); };
+    const std::string name = worker::posix_shm_name_for(id);
+    BufferDescriptor d;
+    try {
+        d = make_posix_shm_descriptor(id, nbytes, access, name);
+        journal_.record(name);
+    } catch (...) {
+        give_back();
+        throw;
+    }
+    const std::string path = "/" + name;
+    const int fd = ::shm_open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        const int err = errno;
+        journal_.erase(name);
+        give_back();
+        throw ipc::SysError(err, "shm_open(" + path + ")");
+    }
+    ipc::UniqueFd owner(fd);
+    if (::ftruncate(fd, static_cast<off_t>(nbytes)) != 0) {
+        const int err = errno;
+        unlink_shm(name);
+        journal_.erase(name);
+        give_back();
+        throw ipc::SysError(err, "ftruncate(" + path + ")");
+    }
+    Slot& slot = slots_[id.buffer_id - 1];
+    slot.generation = id.generation;
+    slot.live = true;
+    slot.info = {d, creator};
+    return d;
+}
+
+BufferDescriptor BufferRegistry::create_sim_vmm(std::uint64_t nbytes, Access access, std::uint32_t device,
+                                                const std::string& creator) {
+    std::lock_guard lock(mu_);
+    const CanonicalIdentity id = mint_locked();
+    try {
+        const BufferDescriptor d = make_vmm_descriptor(Backend::SIM_VMM, id, nbytes, access, device);
+        ipc::UniqueFd fd(ipc::sys_check(::memfd_create("canopy-sim-vmm", MFD_CLOEXEC), "memfd_create"));
+        ipc::sys_check(::ftruncate(fd.get(), static_cast<off_t>(nbytes)), "ftruncate(memfd)");
+        Slot& slot = slots_[id.buffer_id - 1];
+        slot.generation = id.generation;
+        slot.live = true;
+        slot.info = {d, creator};
+        slot.fd = std::move(fd);
+        return d;
+    } catch (...) {
+        free_slots_.push_back(static_cast<std::uint32_t>(id.buffer_id - 1));
+        throw;
+    }
+}
+
+std::optional<std::string> BufferRegistry::release(const CanonicalIdentity& id) {
+    std::lock_guard lock(mu_);
+    if (lookup_locked(id) != BufferLookup::LIVE) {
+        throw std::out_of_range("buffer " + to_string(id) + " is not live");
+    }
+    Slot& slot = slots_[id.buffer_id - 1];
+    std::optional<std::string> failure;
+    if (Backend{slot.info.descriptor.backend} == Backend::POSIX_SHM) {
+        const std::string name(shm_name(slot.info.descriptor));
+        const int err = unlink_shm(name);
+        if (err == 0 || err == ENOENT) {
+            journal_.erase(name);
+        } else {
+            failure = "shm_unlink(/" + name + "): " + std::strerror(err) + "; kept in the journal for the next start";
+        }
+    }
+    slot.fd.reset();
+    slot.live = false;
+    free_slots_.push_back(static_cast<std::uint32_t>(id.buffer_id - 1));
+    return failure;
+}
+
+std::vector<std::string> BufferRegistry::release_all() {
+    std::vector<CanonicalIdentity> live;
+    {
+        std::lock_guard lock(mu_);
+        for (const Slot& slot : slots_) {
+            if (slot.live) {
+                live.push_back(slot.info.descriptor.identity);
+            }
+        }
+    }
+    std::vector<std::string> failures;
+    for (const auto& id : live) {
+        if (auto failure = release(id)) {
+            failures.push_back(*failure);
+        }
+    }
+    return failures;
+}
+
+BufferLookup BufferRegistry::lookup_locked(const CanonicalIdentity& id) const {
+    if (id.owner_instance != owner_ || id.buffer_id == 0 || id.buffer_id > slots_.size()) {
+        return BufferLookup::UNKNOWN;
+    }
+    const Slot& slot = slots_[id.buffer_id - 1];
+    if (slot.live && slot.generation == id.generation) {
+        return BufferLookup::LIVE;
+    }
+    return id.generation <= slot.generation ? BufferLookup::STALE : BufferLookup::UNKNOWN;
+}
+
+BufferLookup BufferRegistry::lookup(const CanonicalIdentity& id) const {
+    std::lock_guard lock(mu_);
+    return lookup_locked(id);
+}
+
+std::optional<BufferInfo> BufferRegistry::find(const CanonicalIdentity& id) const {
+    std::lock_guard lock(mu_);
+    if (lookup_locked(id) != BufferLookup::LIVE) {
+        return std::nullopt;
+    }
+    return slots_[id.buffer_id - 1].info;
+}
+
+std::vector<BufferInfo> BufferRegistry::list() const {
+    std::lock_guard lock(mu_);
+    std::vector<BufferInfo> out;
+    for (const Slot& slot : slots_) {
+        if (slot.live) {
+            out.push_back(slot.info);
+        }
+    }
+    return out;
+}
+
+ipc::UniqueFd BufferRegistry::dup_fd(const CanonicalIdentity& id) const {
+    std::lock_guard lock(mu_);
+    if (lookup_locked(id) != BufferLookup::LIVE || !slots_[id.buffer_id - 1].fd) {
+        return {};
+    }
+    return ipc::UniqueFd(::fcntl(slots_[id.buffer_id - 1].fd.get(), F_DUPFD_CLOEXEC, 0));
+}
+
+} // namespace canopy::daemon

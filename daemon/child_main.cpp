@@ -1,0 +1,154 @@
+#include "cuda/driver.h"
+#include "daemon/supervisor.h"
+#include "ipc/child_message.h"
+#include "ipc/fd_passing.h"
+#include "ipc/mailbox_child.h"
+#include "worker/import_registry.h"
+#include "worker/worker_loop.h"
+
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace canopy::daemon {
+namespace {
+
+void send_control(int control, ipc::ChildMessageType type, const std::string& text = {}) {
+    ipc::ChildMessage m{};
+    m.type = static_cast<std::uint32_t>(type);
+    m.pid = ::getpid();
+    m.text_len = static_cast<std::uint16_t>(std::min(text.size(), sizeof m.text));
+    std::memcpy(m.text, text.data(), m.text_len);
+    ipc::send_struct(control, m);
+}
+
+// Reports a reason the child cannot serve, then exits with EX_CONFIG; the supervisor does not restart it.
+int fatal(int control, const std::string& why) {
+    try {
+        send_control(control, ipc::ChildMessageType::FATAL, why);
+    } catch (const std::exception&) {
+    }
+    ::dprintf(2, "canopy: %s\n", why.c_str());
+    return 78;
+}
+
+// The next-level worker: serves the parent's mailbox by forwarding each task to this nested
+// supervisor's own children. Results are published from the nested supervisor's threads; each frame is
+// finished exactly once.
+class NextLevelWorker {
+public:
+    NextLevelWorker(Supervisor& nested, ipc::UniqueFd mailbox, ipc::UniqueFd control, std::uint32_t generation)
+        : nested_(nested), control_(std::move(control)), mailbox_(mailbox.get(), generation) {}
+
+    int serve() {
+        send_control(control_.get(), ipc::ChildMessageType::READY);
+        FrameTrailer trailer{};
+        while (TaskFrame* frame = mailbox_.next(trailer)) {
+            const std::uint64_t start = worker::monotonic_ns();
+            if (!mailbox_.trailer_expected(trailer)) {
+                mailbox_.finish(frame, trailer, ErrorCode::BAD_REQUEST, "stale frame trailer", start, start);
+                continue;
+            }
+            forward(frame, trailer, start);
+        }
+        return 0;
+    }
+
+private:
+    void forward(TaskFrame* frame, const FrameTrailer& trailer, std::uint64_t start) {
+        const std::string kernel(frame->kernel, ::strnlen(frame->kernel, KERNEL_NAME_BYTES));
+        const std::string target(frame->target, ::strnlen(frame->target, TARGET_PATH_BYTES));
+        try {
+            const std::span<const std::byte> blob(frame->blob, frame->blob_len);
+            if (frame->blob_len > MAX_TASK_ARGS_BYTES) {
+                throw WireError(ErrorCode::INVALID_TENSOR, "header.total_len", "blob length exceeds the frame");
+            }
+            if (kernel == "@noop") {
+                mailbox_.finish(frame, trailer, ErrorCode::OK, {}, start, worker::monotonic_ns());
+                return;
+            }
+            if (kernel == "@release") {
+                CanonicalIdentity id{};
+                if (blob.size() == sizeof id) {
+                    std::memcpy(&id, blob.data(), sizeof id);
+                    validate_identity(id);
+                    imports_.release(id);
+                    nested_.broadcast_release(id);
+                }
+                mailbox_.finish(frame, trailer, ErrorCode::OK, {}, start, worker::monotonic_ns());
+                return;
+            }
+            TaskRequest request{kernel, target, decode_task_args(blob), frame->launch};
+            for (const TensorArg& arg : request.args.tensors) {
+                if (Backend{arg.tensor.buffer.backend} == Backend::POSIX_SHM) {
+                    imports_.materialize(arg.tensor.buffer); // the name and size checks a chip makes
+                }
+            }
+            nested_.submit(std::move(request), [this, frame, trailer](TaskResult r) {
+                mailbox_.finish(frame, trailer, r.code, r.message, r.start_ns, r.end_ns);
+            });
+        } catch (const WireError& e) {
+            mailbox_.finish(frame, trailer, e.code(), e.what(), start, worker::monotonic_ns());
+        } catch (const worker::ImportError& e) {
+            mailbox_.finish(frame, trailer, e.code(), e.what(), start, worker::monotonic_ns());
+        } catch (const std::exception& e) {
+            mailbox_.finish(frame, trailer, ErrorCode::KERNEL_FAILED, e.what(), start, worker::monotonic_ns());
+        }
+    }
+
+    Supervisor& nested_;
+    ipc::UniqueFd control_;
+    ipc::MailboxChild mailbox_;
+    worker::ImportRegistry imports_;
+};
+
+int run_nested(const SupervisorOptions& options, const SpawnRequest& request, ipc::UniqueFd mailbox,
+               ipc::UniqueFd control) {
+    const int control_fd = control.get();
+    try {
+        // This process is single-threaded here: the nested supervisor forks its own zygote first.
+        Supervisor nested(options);
+        nested.start();
+        NextLevelWorker worker(nested, std::move(mailbox), std::move(control), request.generation);
+        const int rc = worker.serve();
+        nested.stop();
+        return rc;
+    } catch (const std::exception& e) {
+        return fatal(control_fd, "nested supervisor " + options.path + ": " + e.what());
+    }
+}
+
+} // namespace
+
+int run_child(const SupervisorOptions& options, const SpawnRequest& request, ipc::UniqueFd mailbox,
+              ipc::UniqueFd control) {
+    const ChildSpec& spec = options.children.at(request.child_index);
+    const std::string path = options.child_path(spec.name);
+    const std::string comm = "canopy-" + spec.name;
+    ::prctl(PR_SET_NAME, comm.c_str());
+    switch (spec.kind) {
+    case ChildKind::SIM_CHIP:
+    case ChildKind::SUB: {
+        worker::WorkerSpec ws;
+        ws.kind = spec.kind == ChildKind::SUB ? kernels::WorkerKind::SUB : kernels::WorkerKind::CHIP;
+        ws.path = path;
+        ws.generation = request.generation;
+        ws.fault_kernels = options.fault_kernels;
+        return worker::run_worker(ws, std::move(mailbox), std::move(control));
+    }
+    case ChildKind::CUDA_CHIP:
+        try {
+            (void)cuda::Driver::get();
+        } catch (const cuda::CudaError& e) {
+            return fatal(control.get(), "cuda chip " + path + " (device " + std::to_string(spec.device) +
+                                            "): " + e.what());
+        }
+        return fatal(control.get(), "cuda chip " + path + ": the CUDA chip worker is not part of this build yet");
+    case ChildKind::NODE:
+        return run_nested(*spec.node, request, std::move(mailbox), std::move(control));
+    }
+    return fatal(control.get(), "unknown child kind");
+}
+
+} // namespace canopy::daemon

@@ -1,0 +1,72 @@
+#pragma once
+// ChildSlot: the supervisor's record of one child position (/chip0, /sub1, /node0) across its
+// incarnations: state, counters, and the live incarnation's mailbox, control socket and threads.
+//
+// Thread safety: every mutable field is guarded by `mu`, except the thread handles, which only the
+// supervisor's event thread and stop() touch.
+
+#include "daemon/supervisor_options.h"
+#include "daemon/task.h"
+#include "ipc/mailbox_parent.h"
+#include "ipc/unique_fd.h"
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace canopy::daemon {
+
+enum class WorkerState { STARTING, RUNNING, RESTARTING, DEAD, STOPPED };
+const char* to_string(WorkerState state) noexcept;
+
+struct PendingTask {
+    std::uint64_t task_id = 0;
+    std::string kernel;
+    std::string target; // path below the child
+    LaunchConfig launch{};
+    std::vector<std::byte> blob;
+    TaskCallback done;
+};
+
+// One incarnation of a child process.
+struct Incarnation {
+    std::uint32_t generation = 0;
+    pid_t pid = -1;
+    std::unique_ptr<ipc::MailboxParent> mailbox;
+    ipc::UniqueFd control;
+    std::atomic<bool> ended{false};
+    std::thread completion_thread;
+    std::thread control_thread;
+    std::chrono::steady_clock::time_point spawned_at;
+};
+
+struct ChildSlot {
+    std::uint32_t index = 0;
+    ChildSpec spec;
+    std::string path;
+
+    std::mutex mu;
+    WorkerState state = WorkerState::STARTING;
+    std::uint32_t generation = 0;    // of the newest incarnation
+    std::uint32_t restarts = 0;
+    std::uint32_t failures = 0;      // deaths since the child last stayed up HEALTHY_UPTIME
+    std::uint64_t tasks_done = 0;
+    std::uint64_t tasks_failed = 0;
+    std::string last_exit;           // "killed by signal 9 (SIGKILL)"
+    std::chrono::steady_clock::time_point running_since;
+    std::unique_ptr<Incarnation> live;
+    std::deque<PendingTask> pending; // accepted, not yet in the mailbox
+    std::unordered_map<std::uint64_t, PendingTask> in_flight; // by dispatch id
+};
+
+} // namespace canopy::daemon

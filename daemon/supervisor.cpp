@@ -1,0 +1,380 @@
+#include "daemon/supervisor.h"
+
+#include "ipc/child_message.h"
+#include "ipc/fd_passing.h"
+#include "ipc/sys_error.h"
+
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstring>
+#include <future>
+
+namespace canopy::daemon {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A child that stayed up this long counts as healthy again: its next death starts the back-off over.
+constexpr auto HEALTHY_UPTIME = std::chrono::seconds(30);
+
+void deliver(std::vector<std::pair<TaskCallback, TaskResult>>& results) {
+    for (auto& [done, result] : results) {
+        if (done) {
+            done(std::move(result));
+        }
+    }
+    results.clear();
+}
+
+} // namespace
+
+const char* to_string(WorkerState state) noexcept {
+    switch (state) {
+    case WorkerState::STARTING:
+        return "starting";
+    case WorkerState::RUNNING:
+        return "running";
+    case WorkerState::RESTARTING:
+        return "restarting";
+    case WorkerState::DEAD:
+        return "dead";
+    case WorkerState::STOPPED:
+        return "stopped";
+    }
+    return "unknown";
+}
+
+Supervisor::Supervisor(SupervisorOptions options)
+    : options_(std::move(options)),
+      zygote_(Zygote::start([opts = options_](const SpawnRequest& request, ipc::UniqueFd mailbox,
+                                              ipc::UniqueFd control) {
+          return run_child(opts, request, std::move(mailbox), std::move(control));
+      })),
+      buffers_(options_.state_dir / "journal") {
+    buffers_.journal().recover();
+    for (std::size_t i = 0; i < options_.children.size(); ++i) {
+        auto slot = std::make_unique<ChildSlot>();
+        slot->index = static_cast<std::uint32_t>(i);
+        slot->spec = options_.children[i];
+        slot->path = options_.child_path(slot->spec.name);
+        slots_.push_back(std::move(slot));
+    }
+}
+
+Supervisor::~Supervisor() {
+    stop();
+}
+
+void Supervisor::start() {
+    event_thread_ = std::thread([this] { event_loop(); });
+    housekeeping_thread_ = std::thread([this] { housekeeping_loop(); });
+    for (auto& slot : slots_) {
+        spawn(*slot);
+    }
+    const auto deadline = Clock::now() + options_.ready_timeout;
+    std::unique_lock lock(events_mu_);
+    auto settled = [&] {
+        return std::all_of(slots_.begin(), slots_.end(), [](const auto& s) {
+            std::lock_guard slot_lock(s->mu);
+            return s->state == WorkerState::RUNNING || s->state == WorkerState::DEAD;
+        });
+    };
+    events_cv_.wait_until(lock, deadline, settled);
+    std::string failed;
+    for (const auto& s : slots_) {
+        std::lock_guard slot_lock(s->mu);
+        if (s->state != WorkerState::RUNNING) {
+            failed += (failed.empty() ? "" : "; ") + s->path + " is " + to_string(s->state) +
+                      (s->last_exit.empty() ? "" : " (" + s->last_exit + ")");
+        }
+    }
+    if (!failed.empty()) {
+        lock.unlock();
+        throw std::runtime_error("children did not come up: " + failed);
+    }
+}
+
+void Supervisor::spawn(ChildSlot& slot) {
+    auto inc = std::make_unique<Incarnation>();
+    Incarnation* raw = inc.get();
+    {
+        std::lock_guard lock(slot.mu);
+        if (stopping_) {
+            return;
+        }
+        inc->generation = ++slot.generation;
+        slot.state = WorkerState::STARTING;
+        inc->mailbox = std::make_unique<ipc::MailboxParent>(inc->generation);
+        inc->spawned_at = Clock::now();
+        slot.live = std::move(inc);
+    }
+    auto [ours, theirs] = ipc::seqpacket_pair();
+    raw->control = std::move(ours);
+    raw->completion_thread = std::thread([this, &slot, raw] { completion_loop(slot, *raw); });
+    raw->control_thread = std::thread([this, &slot, raw] { control_loop(slot, *raw); });
+    try {
+        zygote_.request_spawn({slot.index, raw->generation}, raw->mailbox->fd(), theirs.get());
+    } catch (const std::exception& e) {
+        end_incarnation(slot, std::string("could not ask the zygote to fork: ") + e.what());
+    }
+}
+
+void Supervisor::event_loop() {
+    ZygoteEvent e{};
+    try {
+        while (zygote_.read_event(e)) {
+            switch (e.type) {
+            case ZygoteEventType::SPAWNED:
+            case ZygoteEventType::SPAWN_FAILED:
+                on_spawned(e);
+                break;
+            case ZygoteEventType::EXITED:
+                on_exited(e.pid, e.status);
+                break;
+            }
+        }
+    } catch (const std::exception&) {
+        // The zygote is gone; stop() ends what is left.
+    }
+}
+
+void Supervisor::on_spawned(const ZygoteEvent& e) {
+    if (e.child_index >= slots_.size()) {
+        return;
+    }
+    ChildSlot& slot = *slots_[e.child_index];
+    if (e.type == ZygoteEventType::SPAWN_FAILED) {
+        end_incarnation(slot, std::string("fork failed: ") + std::strerror(e.status));
+        return;
+    }
+    {
+        std::lock_guard lock(slot.mu);
+        if (!slot.live || slot.live->generation != e.generation) {
+            return;
+        }
+        slot.live->pid = e.pid;
+        slot.live->mailbox->set_child_pid(e.pid);
+    }
+    std::lock_guard lock(events_mu_);
+    by_pid_[e.pid] = &slot;
+}
+
+void Supervisor::on_exited(pid_t pid, int status) {
+    ChildSlot* slot = nullptr;
+    {
+        std::lock_guard lock(events_mu_);
+        const auto it = by_pid_.find(pid);
+        if (it == by_pid_.end()) {
+            return;
+        }
+        slot = it->second;
+        by_pid_.erase(it);
+    }
+    end_incarnation(*slot, describe_wait_status(status));
+}
+
+void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why) {
+    std::unique_ptr<Incarnation> inc;
+    {
+        std::lock_guard lock(slot.mu);
+        if (!slot.live) {
+            return;
+        }
+        inc = std::move(slot.live);
+        const bool fatal_reported = slot.last_exit.rfind("fatal: ", 0) == 0;
+        slot.last_exit = fatal_reported ? slot.last_exit + "; " + why : why;
+    }
+    inc->ended = true;
+    inc->mailbox->wake_waiters();
+    ::shutdown(inc->control.get(), SHUT_RDWR);
+    if (inc->completion_thread.joinable()) {
+        inc->completion_thread.join();
+    }
+    if (inc->control_thread.joinable()) {
+        inc->control_thread.join();
+    }
+    std::vector<std::pair<TaskCallback, TaskResult>> results;
+    {
+        std::lock_guard lock(slot.mu);
+        try {
+            while (auto c = inc->mailbox->poll()) {
+                auto it = slot.in_flight.find(c->dispatch_id);
+                if (it != slot.in_flight.end()) {
+                    (c->code == ErrorCode::OK ? slot.tasks_done : slot.tasks_failed)++;
+                    results.emplace_back(std::move(it->second.done),
+                                         TaskResult{c->task_id, c->code, c->message, c->start_ns, c->end_ns});
+                    slot.in_flight.erase(it);
+                }
+            }
+        } catch (const ipc::MailboxPoisoned&) {
+            // The remaining frames are failed below.
+        }
+        const std::string died = "worker " + slot.path + " died (" + slot.last_exit + ")";
+        for (auto& [dispatch, task] : slot.in_flight) {
+            ++slot.tasks_failed;
+            results.emplace_back(std::move(task.done),
+                                 TaskResult{task.task_id, ErrorCode::WORKER_DIED,
+                                            died + " while running task " + std::to_string(task.task_id), 0, 0});
+        }
+        slot.in_flight.clear();
+        const bool fatal = slot.last_exit.rfind("fatal: ", 0) == 0;
+        if (stopping_) {
+            slot.state = WorkerState::STOPPED;
+            fail_all_locked(slot, ErrorCode::WORKER_DIED, "worker " + slot.path + " stopped", results);
+        } else {
+            const bool healthy = slot.state == WorkerState::RUNNING && Clock::now() - slot.running_since > HEALTHY_UPTIME;
+            slot.failures = healthy ? 1 : slot.failures + 1;
+            if (fatal || slot.failures > options_.restart_budget) {
+                slot.state = WorkerState::DEAD;
+                fail_all_locked(slot, ErrorCode::WORKER_DIED,
+                                "worker " + slot.path + " is dead after " + std::to_string(slot.restarts) +
+                                    " restarts (last exit: " + slot.last_exit + ")",
+                                results);
+            } else {
+                slot.state = WorkerState::RESTARTING;
+                ++slot.restarts;
+                const auto doubled = options_.backoff_initial * (1LL << std::min<std::uint32_t>(slot.failures - 1, 20));
+                const auto backoff = std::min<std::chrono::milliseconds>(
+                    std::chrono::duration_cast<std::chrono::milliseconds>(doubled), options_.backoff_max);
+                std::lock_guard events_lock(events_mu_);
+                restarts_due_.emplace(Clock::now() + backoff, &slot);
+            }
+        }
+    }
+    events_cv_.notify_all();
+    deliver(results);
+}
+
+void Supervisor::housekeeping_loop() {
+    std::unique_lock lock(events_mu_);
+    while (!stopping_) {
+        if (restarts_due_.empty()) {
+            events_cv_.wait(lock);
+            continue;
+        }
+        const auto due = restarts_due_.begin()->first;
+        if (Clock::now() < due) {
+            events_cv_.wait_until(lock, due);
+            continue;
+        }
+        ChildSlot* slot = restarts_due_.begin()->second;
+        restarts_due_.erase(restarts_due_.begin());
+        lock.unlock();
+        spawn(*slot);
+        lock.lock();
+    }
+}
+
+void Supervisor::control_loop(ChildSlot& slot, Incarnation& inc) {
+    for (;;) {
+        ipc::ChildMessage m{};
+        std::vector<ipc::UniqueFd> fds;
+        std::size_t n = 0;
+        try {
+            n = ipc::recv_message(inc.control.get(), std::as_writable_bytes(std::span(&m, 1)), fds);
+        } catch (const std::exception&) {
+            return;
+        }
+        if (n != sizeof m) {
+            return; // EOF, or a child that speaks something else: its exit is handled by the zygote event
+        }
+        switch (static_cast<ipc::ChildMessageType>(m.type)) {
+        case ipc::ChildMessageType::READY: {
+            std::lock_guard lock(slot.mu);
+            if (slot.live.get() == &inc && slot.state == WorkerState::STARTING) {
+                slot.state = WorkerState::RUNNING;
+                slot.running_since = Clock::now();
+                fill_locked(slot);
+            }
+            break;
+        }
+        case ipc::ChildMessageType::FATAL: {
+            std::lock_guard lock(slot.mu);
+            slot.last_exit = "fatal: " + std::string(m.text, std::min<std::size_t>(m.text_len, sizeof m.text));
+            break;
+        }
+        case ipc::ChildMessageType::FD_REQUEST:
+            serve_fd_request(inc, m.descriptor);
+            break;
+        default:
+            break;
+        }
+        events_cv_.notify_all();
+    }
+}
+
+void Supervisor::serve_fd_request(Incarnation& inc, const BufferDescriptor& d) {
+    ipc::ChildMessage reply{};
+    reply.type = static_cast<std::uint32_t>(ipc::ChildMessageType::FD_REPLY);
+    auto refuse = [&](ErrorCode code, const std::string& text) {
+        reply.code = static_cast<std::uint16_t>(code);
+        reply.text_len = static_cast<std::uint16_t>(std::min(text.size(), sizeof reply.text));
+        std::memcpy(reply.text, text.data(), reply.text_len);
+        ipc::send_struct(inc.control.get(), reply);
+    };
+    try {
+        validate_descriptor(d);
+        const BufferLookup found = buffers_.lookup(d.identity);
+        if (found != BufferLookup::LIVE) {
+            refuse(found == BufferLookup::STALE ? ErrorCode::STALE_BUFFER : ErrorCode::UNKNOWN_BUFFER,
+                   "buffer " + to_string(d.identity) + " is not live here");
+            return;
+        }
+        ipc::UniqueFd fd = buffers_.dup_fd(d.identity);
+        if (!fd) {
+            refuse(ErrorCode::UNREACHABLE_BUFFER, "buffer " + to_string(d.identity) + " has no file descriptor");
+            return;
+        }
+        const int fds[1] = {fd.get()};
+        ipc::send_struct(inc.control.get(), reply, fds);
+    } catch (const WireError& e) {
+        refuse(e.code(), e.what());
+    } catch (const std::exception& e) {
+        refuse(ErrorCode::UNREACHABLE_BUFFER, e.what());
+    }
+}
+
+void Supervisor::stop() {
+    if (stopped_) {
+        return;
+    }
+    stopped_ = true;
+    // Drain: let accepted work finish, up to the drain timeout.
+    const auto deadline = Clock::now() + options_.drain_timeout;
+    {
+        std::unique_lock lock(events_mu_);
+        events_cv_.wait_until(lock, deadline, [&] {
+            return std::all_of(slots_.begin(), slots_.end(), [](const auto& s) {
+                std::lock_guard slot_lock(s->mu);
+                return !s->live || (s->pending.empty() && s->in_flight.empty());
+            });
+        });
+    }
+    stopping_ = true;
+    events_cv_.notify_all();
+    for (auto& slot : slots_) {
+        std::lock_guard lock(slot->mu);
+        if (slot->live) {
+            slot->live->mailbox->request_shutdown();
+        }
+    }
+    {
+        std::unique_lock lock(events_mu_);
+        events_cv_.wait_for(lock, std::chrono::seconds(5), [&] { return by_pid_.empty(); });
+    }
+    zygote_.stop();
+    if (event_thread_.joinable()) {
+        event_thread_.join();
+    }
+    if (housekeeping_thread_.joinable()) {
+        housekeeping_thread_.join();
+    }
+    for (auto& slot : slots_) {
+        end_incarnation(*slot, "stopped");
+    }
+    buffers_.release_all();
+}
+
+} // namespace canopy::daemon

@@ -1,0 +1,142 @@
+#pragma once
+// Supervisor: one class for L3 and L4 (the level is a label). It forks the zygote before any thread
+// exists, has it fork one process per configured child (chip, sub, or a nested supervisor), dispatches
+// tasks to them through their mailboxes, restarts children that die (exponential back-off, restart
+// budget, then DEAD: tasks aimed at a dead worker fail fast), owns the buffers it creates, and stops
+// gracefully.
+//
+// Lifecycle: construct (forks the zygote: REQUIRES a single-threaded process), start() (spawns every
+// child and waits until each is up), then submit/run/create_buffer/... from any thread, then stop()
+// (also run by the destructor).
+//
+// Thread safety: every public method may be called from any thread after start().
+
+#include "daemon/buffer_registry.h"
+#include "daemon/child_slot.h"
+#include "daemon/supervisor_options.h"
+#include "daemon/task.h"
+#include "daemon/zygote.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace canopy::daemon {
+
+struct WorkerStatus {
+    std::string path;
+    std::string kind;   // "chip", "sub", "node"
+    std::string backend; // "sim", "cuda" for chips
+    std::uint32_t device = 0;
+    pid_t pid = -1;
+    WorkerState state = WorkerState::STARTING;
+    std::uint32_t restarts = 0;
+    std::uint64_t tasks_done = 0;
+    std::uint64_t tasks_failed = 0;
+    double uptime_s = 0;
+    std::string last_exit;
+};
+
+struct BufferRequest {
+    std::uint64_t nbytes = 0;
+    Backend backend = Backend::POSIX_SHM;
+    Access access = Access::READWRITE;
+    std::string on; // chip path for device buffers; empty for host buffers
+};
+
+// A request refused before it reached any worker.
+class RequestError : public std::runtime_error {
+public:
+    RequestError(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+    ErrorCode code() const noexcept { return code_; }
+
+private:
+    ErrorCode code_;
+};
+
+class Supervisor {
+public:
+    explicit Supervisor(SupervisorOptions options);
+    ~Supervisor();
+    Supervisor(const Supervisor&) = delete;
+    Supervisor& operator=(const Supervisor&) = delete;
+
+    // Spawns every child; returns once all are RUNNING. Throws std::runtime_error naming the children
+    // that did not come up within the ready timeout.
+    void start();
+    // Asks every child to exit, waits up to the drain timeout, kills the rest, releases every buffer.
+    void stop();
+
+    // Submits a task; `done` runs exactly once. Returns the task id.
+    std::uint64_t submit(TaskRequest request, TaskCallback done);
+    // Submits and waits for the result.
+    TaskResult run(TaskRequest request);
+
+    // Throws RequestError (NO_CONSUMER, UNKNOWN_WORKER, BAD_REQUEST).
+    BufferDescriptor create_buffer(const BufferRequest& request);
+    // Throws RequestError (UNKNOWN_BUFFER, STALE_BUFFER). Returns the release problem, if any.
+    std::optional<std::string> release_buffer(const CanonicalIdentity& id);
+    std::vector<BufferInfo> buffers() const { return buffers_.list(); }
+    BufferRegistry& registry() noexcept { return buffers_; }
+
+    std::vector<WorkerStatus> status() const;
+    const SupervisorOptions& options() const noexcept { return options_; }
+    pid_t zygote_pid() const noexcept { return zygote_.pid(); }
+
+    // Tells every live child to drop its mapping of `id` (a nested supervisor forwards it).
+    void broadcast_release(const CanonicalIdentity& id);
+
+private:
+    struct Route {
+        ChildSlot* slot;
+        std::string target; // below the child
+        ChildKind worker_kind;
+    };
+
+    // lifecycle (supervisor.cpp)
+    void spawn(ChildSlot& slot);
+    void event_loop();
+    void on_spawned(const ZygoteEvent& e);
+    void on_exited(pid_t pid, int status);
+    void end_incarnation(ChildSlot& slot, const std::string& why);
+    void housekeeping_loop();
+    void control_loop(ChildSlot& slot, Incarnation& inc);
+    void serve_fd_request(Incarnation& inc, const BufferDescriptor& d);
+
+    // dispatch (supervisor_dispatch.cpp)
+    Route resolve(const std::string& worker) const;
+    void check_request(const Route& route, const TaskRequest& request) const;
+    void check_buffer(const Route& route, const BufferDescriptor& d, std::size_t i) const;
+    void enqueue(ChildSlot& slot, PendingTask task);
+    void completion_loop(ChildSlot& slot, Incarnation& inc);
+    void fill_locked(ChildSlot& slot);
+    void fail_all_locked(ChildSlot& slot, ErrorCode code, const std::string& message,
+                         std::vector<std::pair<TaskCallback, TaskResult>>& out);
+
+    SupervisorOptions options_;
+    Zygote zygote_;
+    BufferRegistry buffers_;
+    std::vector<std::unique_ptr<ChildSlot>> slots_;
+    std::atomic<std::uint64_t> next_task_id_{1};
+    std::atomic<bool> stopping_{false};
+    bool stopped_ = false;
+
+    std::mutex events_mu_;
+    std::condition_variable events_cv_; // slot state changes, restarts due
+    std::map<pid_t, ChildSlot*> by_pid_;
+    std::multimap<std::chrono::steady_clock::time_point, ChildSlot*> restarts_due_;
+    std::thread event_thread_;
+    std::thread housekeeping_thread_;
+};
+
+// What a forked child of `options` runs (a worker loop, or a nested supervisor).
+int run_child(const SupervisorOptions& options, const SpawnRequest& request, ipc::UniqueFd mailbox,
+              ipc::UniqueFd control);
+
+} // namespace canopy::daemon

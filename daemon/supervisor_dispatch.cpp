@@ -1,0 +1,260 @@
+#include "daemon/supervisor.h"
+
+#include "worker/kernels/builtin.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cstring>
+#include <future>
+
+namespace canopy::daemon {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+kernels::WorkerKind worker_kind(ChildKind kind) {
+    return kind == ChildKind::SUB ? kernels::WorkerKind::SUB : kernels::WorkerKind::CHIP;
+}
+
+std::string arg_name(std::size_t i) {
+    return "args[" + std::to_string(i) + "]";
+}
+
+void check_access(const TensorArg& arg, std::size_t i) {
+    const Access granted = arg.tensor.buffer.access;
+    if (tag_reads(arg.tag) && !grants_read(granted)) {
+        throw RequestError(ErrorCode::ACCESS_DENIED, arg_name(i) + ": " + to_string(arg.tag) +
+                                                         " needs read access; the buffer grants " + to_string(granted));
+    }
+    if (tag_writes(arg.tag) && !grants_write(granted)) {
+        throw RequestError(ErrorCode::ACCESS_DENIED, arg_name(i) + ": " + to_string(arg.tag) +
+                                                         " needs write access; the buffer grants " + to_string(granted));
+    }
+}
+
+} // namespace
+
+Supervisor::Route Supervisor::resolve(const std::string& worker) const {
+    std::string_view rest = worker;
+    while (!rest.empty() && rest.front() == '/') {
+        rest.remove_prefix(1);
+    }
+    const auto slash = rest.find('/');
+    const std::string_view head = rest.substr(0, slash);
+    const std::string_view tail = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
+    for (const auto& slot : slots_) {
+        if (slot->spec.name != head) {
+            continue;
+        }
+        if (slot->spec.kind != ChildKind::NODE) {
+            if (!tail.empty()) {
+                break;
+            }
+            return {slot.get(), "", slot->spec.kind};
+        }
+        if (tail.empty()) {
+            throw RequestError(ErrorCode::UNKNOWN_WORKER,
+                               "'" + worker + "' is a supervisor, not a worker; name one of its chips or subs");
+        }
+        const auto nested_head = tail.substr(0, tail.find('/'));
+        for (const auto& child : slot->spec.node->children) {
+            if (child.name == nested_head && child.kind != ChildKind::NODE && nested_head.size() == tail.size()) {
+                return {slot.get(), std::string(tail), child.kind};
+            }
+        }
+        break;
+    }
+    std::string known;
+    for (const auto& slot : slots_) {
+        known += (known.empty() ? "" : ", ") + slot->path;
+    }
+    throw RequestError(ErrorCode::UNKNOWN_WORKER, "no worker '" + worker + "' (children: " + known + ")");
+}
+
+void Supervisor::check_request(const Route& route, const TaskRequest& request) const {
+    if (request.kernel.empty() || request.kernel.front() == '@' || request.kernel.size() >= KERNEL_NAME_BYTES) {
+        throw RequestError(ErrorCode::UNKNOWN_KERNEL, "no kernel named '" + request.kernel + "'");
+    }
+    std::vector<kernels::BoundTensor> bound;
+    for (std::size_t i = 0; i < request.args.tensors.size(); ++i) {
+        const TensorArg& arg = request.args.tensors[i];
+        try {
+            validate_tensor(arg.tensor);
+        } catch (const WireError& e) {
+            throw RequestError(ErrorCode::INVALID_TENSOR, arg_name(i) + "." + e.field() + ": " + e.problem());
+        }
+        if (!is_valid(arg.tag)) {
+            throw RequestError(ErrorCode::INVALID_TENSOR, arg_name(i) + ".tag: unknown tag");
+        }
+        check_buffer(route, arg.tensor.buffer, i);
+        check_access(arg, i);
+        bound.push_back({&arg.tensor, arg.tag, nullptr});
+    }
+    try {
+        const kernels::KernelCall call{request.kernel, bound, request.args.scalars, nullptr};
+        kernels::check_builtin(worker_kind(route.worker_kind), call, options_.fault_kernels);
+    } catch (const kernels::KernelError& e) {
+        throw RequestError(e.code(), e.what());
+    }
+}
+
+void Supervisor::check_buffer(const Route& route, const BufferDescriptor& d, std::size_t i) const {
+    const bool ours = d.identity.owner_instance == buffers_.owner_instance();
+    if (ours) {
+        switch (buffers_.lookup(d.identity)) {
+        case BufferLookup::UNKNOWN:
+            throw RequestError(ErrorCode::UNKNOWN_BUFFER, arg_name(i) + ": no buffer " + to_string(d.identity));
+        case BufferLookup::STALE:
+            throw RequestError(ErrorCode::STALE_BUFFER,
+                               arg_name(i) + ": buffer " + to_string(d.identity) + " was released");
+        case BufferLookup::LIVE:
+            break;
+        }
+        if (!(buffers_.find(d.identity)->descriptor == d)) {
+            throw RequestError(ErrorCode::INVALID_DESCRIPTOR,
+                               arg_name(i) + ": descriptor does not match buffer " + to_string(d.identity));
+        }
+    } else if (options_.path == "/") {
+        throw RequestError(ErrorCode::UNKNOWN_BUFFER, arg_name(i) + ": no buffer " + to_string(d.identity));
+    }
+    if (AddressSpace{d.address_space} == AddressSpace::DEVICE) {
+        const bool chip_here = !route.slot || route.slot->spec.kind != ChildKind::NODE;
+        const bool matching = (Backend{d.backend} == Backend::SIM_VMM && route.worker_kind == ChildKind::SIM_CHIP) ||
+                              (Backend{d.backend} == Backend::CUDA_VMM && route.worker_kind == ChildKind::CUDA_CHIP);
+        if (!chip_here || !matching) {
+            throw RequestError(ErrorCode::UNREACHABLE_BUFFER, arg_name(i) + ": " + to_string(Backend{d.backend}) +
+                                                                  " buffer cannot be reached from " +
+                                                                  (route.slot ? route.slot->path : std::string("?")));
+        }
+    }
+}
+
+std::uint64_t Supervisor::submit(TaskRequest request, TaskCallback done) {
+    const std::uint64_t task_id = next_task_id_++;
+    PendingTask task;
+    ChildSlot* slot = nullptr;
+    try {
+        const Route route = resolve(request.worker);
+        check_request(route, request);
+        slot = route.slot;
+        task = PendingTask{task_id, request.kernel, route.target, request.launch, encode_task_args(request.args),
+                           std::move(done)};
+    } catch (const RequestError& e) {
+        done(TaskResult{task_id, e.code(), e.what(), 0, 0});
+        return task_id;
+    } catch (const WireError& e) {
+        done(TaskResult{task_id, e.code(), e.what(), 0, 0});
+        return task_id;
+    }
+    enqueue(*slot, std::move(task));
+    return task_id;
+}
+
+void Supervisor::enqueue(ChildSlot& slot, PendingTask task) {
+    std::vector<std::pair<TaskCallback, TaskResult>> rejected;
+    {
+        std::lock_guard lock(slot.mu);
+        if (slot.state == WorkerState::DEAD || slot.state == WorkerState::STOPPED || stopping_) {
+            ++slot.tasks_failed;
+            rejected.emplace_back(std::move(task.done),
+                                  TaskResult{task.task_id, ErrorCode::WORKER_DIED,
+                                             "worker " + slot.path + " is " + to_string(slot.state) +
+                                                 (slot.last_exit.empty() ? "" : " (last exit: " + slot.last_exit + ")"),
+                                             0, 0});
+        } else {
+            slot.pending.push_back(std::move(task));
+            fill_locked(slot);
+        }
+    }
+    for (auto& [cb, result] : rejected) {
+        cb(std::move(result));
+    }
+}
+
+TaskResult Supervisor::run(TaskRequest request) {
+    std::promise<TaskResult> promise;
+    auto future = promise.get_future();
+    submit(std::move(request), [&promise](TaskResult r) { promise.set_value(std::move(r)); });
+    return future.get();
+}
+
+void Supervisor::fill_locked(ChildSlot& slot) {
+    if (slot.state != WorkerState::RUNNING || !slot.live) {
+        return;
+    }
+    ipc::MailboxParent& mailbox = *slot.live->mailbox;
+    while (!slot.pending.empty() && mailbox.can_submit()) {
+        PendingTask& t = slot.pending.front();
+        const std::uint64_t dispatch = mailbox.submit({t.task_id, t.kernel, t.target, t.launch, t.blob});
+        slot.in_flight.emplace(dispatch, std::move(t));
+        slot.pending.pop_front();
+    }
+}
+
+void Supervisor::completion_loop(ChildSlot& slot, Incarnation& inc) {
+    std::vector<std::pair<TaskCallback, TaskResult>> results;
+    std::uint32_t seen = inc.mailbox->activity();
+    while (!inc.ended) {
+        inc.mailbox->wait_activity(seen);
+        seen = inc.mailbox->activity();
+        bool poisoned = false;
+        {
+            std::lock_guard lock(slot.mu);
+            if (slot.live.get() != &inc) {
+                return;
+            }
+            try {
+                while (auto c = inc.mailbox->poll()) {
+                    auto it = slot.in_flight.find(c->dispatch_id);
+                    if (it == slot.in_flight.end()) {
+                        continue;
+                    }
+                    (c->code == ErrorCode::OK ? slot.tasks_done : slot.tasks_failed)++;
+                    results.emplace_back(std::move(it->second.done),
+                                         TaskResult{c->task_id, c->code, std::move(c->message), c->start_ns, c->end_ns});
+                    slot.in_flight.erase(it);
+                }
+                fill_locked(slot);
+            } catch (const ipc::MailboxPoisoned& e) {
+                slot.last_exit = "fatal: mailbox poisoned: " + std::string(e.what());
+                poisoned = true;
+            }
+        }
+        for (auto& [done, result] : results) {
+            if (done) {
+                done(std::move(result));
+            }
+        }
+        results.clear();
+        events_cv_.notify_all();
+        if (poisoned && inc.pid > 0) {
+            ::kill(inc.pid, SIGKILL); // its exit event fails the in-flight tasks
+            return;
+        }
+    }
+}
+
+void Supervisor::fail_all_locked(ChildSlot& slot, ErrorCode code, const std::string& message,
+                                 std::vector<std::pair<TaskCallback, TaskResult>>& out) {
+    for (auto& task : slot.pending) {
+        ++slot.tasks_failed;
+        out.emplace_back(std::move(task.done), TaskResult{task.task_id, code, message, 0, 0});
+    }
+    slot.pending.clear();
+}
+
+void Supervisor::broadcast_release(const CanonicalIdentity& id) {
+    std::vector<std::byte> blob(sizeof id);
+    std::memcpy(blob.data(), &id, sizeof id);
+    for (auto& slot : slots_) {
+        std::lock_guard lock(slot->mu);
+        if (slot->state == WorkerState::DEAD || slot->state == WorkerState::STOPPED) {
+            continue;
+        }
+        slot->pending.push_back(PendingTask{next_task_id_++, "@release", "", {}, blob, {}});
+        fill_locked(*slot);
+    }
+}
+
+} // namespace canopy::daemon

@@ -1,0 +1,51 @@
+#pragma once
+// What one supervisor runs: its children in order and its supervision settings. Built from the topology
+// config (from_config) before the zygote fork, so every child, first start and restart, is forked from
+// the same description.
+//
+// Thread safety: plain values, immutable once the supervisor starts.
+
+#include "config/config.h"
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace canopy::daemon {
+
+enum class ChildKind { SIM_CHIP, CUDA_CHIP, SUB, NODE };
+const char* to_string(ChildKind kind) noexcept;
+
+struct SupervisorOptions;
+
+struct ChildSpec {
+    std::string name;   // "chip0", "sub1", "node0"
+    ChildKind kind = ChildKind::SUB;
+    std::uint32_t device = 0;                     // chips
+    std::shared_ptr<const SupervisorOptions> node; // NODE: the nested supervisor's options
+};
+
+struct SupervisorOptions {
+    std::string name = "local";
+    int level = 3;
+    std::string path;                   // this supervisor's path: "/" for the root, "/node0" below it
+    std::vector<ChildSpec> children;
+    std::filesystem::path state_dir;    // journal lives in state_dir / "journal"
+    std::uint32_t restart_budget = 5;
+    std::chrono::milliseconds backoff_initial{50};
+    std::chrono::milliseconds backoff_max{5000};
+    std::chrono::milliseconds ready_timeout{30000};
+    std::chrono::milliseconds drain_timeout{10000};
+    bool fault_kernels = false;
+
+    // The worker path of child `name` below this supervisor ("/chip0", "/node0/chip1").
+    std::string child_path(const std::string& child_name) const;
+};
+
+// Options for the root supervisor of `config`, with `state_dir` overriding config.state_dir when set.
+SupervisorOptions from_config(const config::Config& config, const std::filesystem::path& state_dir = {});
+
+} // namespace canopy::daemon

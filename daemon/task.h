@@ -1,0 +1,36 @@
+#pragma once
+// A task as the supervisor's C++ API takes it, and its result.
+//
+// Thread safety: plain values.
+
+#include "protocol/error.h"
+#include "protocol/mailbox.h"
+#include "protocol/task_args.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace canopy::daemon {
+
+struct TaskRequest {
+    std::string kernel;
+    std::string worker; // "chip0", "/chip0", "/node0/chip1"
+    TaskArgs args;
+    LaunchConfig launch{};
+};
+
+struct TaskResult {
+    std::uint64_t task_id = 0;
+    ErrorCode code = ErrorCode::OK;
+    std::string message;
+    std::uint64_t start_ns = 0; // CLOCK_MONOTONIC in the worker; 0 when the task never ran
+    std::uint64_t end_ns = 0;
+    bool ok() const noexcept { return code == ErrorCode::OK; }
+};
+
+// Called exactly once per submitted task, on the submitting thread (rejections) or on a supervisor
+// thread (results). Must not block for long.
+using TaskCallback = std::function<void(TaskResult)>;
+
+} // namespace canopy::daemon

@@ -1,0 +1,36 @@
+#pragma once
+// Messages with attached file descriptors over a SOCK_SEQPACKET Unix socket (SCM_RIGHTS). One send is
+// one message; a receiver sees message boundaries.
+//
+// Thread safety: one sender and one receiver per socket at a time.
+
+#include "ipc/unique_fd.h"
+
+#include <cstddef>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace canopy::ipc {
+
+inline constexpr std::size_t MAX_FDS_PER_MESSAGE = 8;
+
+// A connected SOCK_SEQPACKET pair, both ends O_CLOEXEC. Throws SysError.
+std::pair<UniqueFd, UniqueFd> seqpacket_pair();
+
+// Sends one message with `fds` attached (the caller keeps its own copies). Throws SysError (EPIPE when
+// the peer is gone; SIGPIPE is never raised).
+void send_message(int sock, std::span<const std::byte> bytes, std::span<const int> fds = {});
+
+// Receives one message into `buf`; received fds (O_CLOEXEC) are appended to `fds`. Returns the message
+// length, 0 when the peer closed. Throws SysError, and std::runtime_error when the message or its fds
+// were truncated (the fds that did arrive are closed).
+std::size_t recv_message(int sock, std::span<std::byte> buf, std::vector<UniqueFd>& fds);
+
+// Typed helpers for trivially copyable message structs.
+template <class T>
+void send_struct(int sock, const T& message, std::span<const int> fds = {}) {
+    send_message(sock, std::as_bytes(std::span<const T, 1>(&message, 1)), fds);
+}
+
+} // namespace canopy::ipc

@@ -1,0 +1,28 @@
+#include "ipc/futex.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <ctime>
+
+namespace canopy::ipc {
+
+static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
+
+void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected) noexcept {
+    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT, expected, nullptr, nullptr, 0);
+}
+
+void futex_wait_for(std::atomic<std::uint32_t>* word, std::uint32_t expected, std::uint64_t timeout_ns) noexcept {
+    timespec ts{};
+    ts.tv_sec = static_cast<time_t>(timeout_ns / 1000000000ULL);
+    ts.tv_nsec = static_cast<long>(timeout_ns % 1000000000ULL);
+    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void futex_wake_all(std::atomic<std::uint32_t>* word) noexcept {
+    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+} // namespace canopy::ipc

@@ -1,0 +1,47 @@
+#pragma once
+// The child's end of its mailbox (layout: protocol/mailbox.h). It maps the memfd inherited at fork,
+// checks the header, takes READY frames in ring order and publishes their results.
+//
+// Thread safety: none; the child's main thread drives it.
+
+#include "ipc/mapped_region.h"
+#include "protocol/error.h"
+#include "protocol/mailbox.h"
+
+#include <cstdint>
+#include <string_view>
+
+namespace canopy::ipc {
+
+class MailboxChild {
+public:
+    // Maps the mailbox memfd and checks magic, version, size, frame geometry and generation. Throws
+    // std::runtime_error naming the mismatch.
+    MailboxChild(int memfd, std::uint32_t generation);
+
+    // Blocks until the next frame in ring order is READY (returns it, now RUNNING, with its trailer
+    // copied into `trailer`) or shutdown was requested (returns nullptr). Spins `spin` iterations, then
+    // blocks on the futex; never sleeps on a timer.
+    TaskFrame* next(FrameTrailer& trailer, std::uint32_t spin = 2000);
+
+    // Whether the trailer names this child's incarnation and the dispatch it expects.
+    bool trailer_expected(const FrameTrailer& trailer) const noexcept;
+
+    // Writes the result (message truncated to the result area), echoes `trailer`, and publishes DONE or
+    // FAILED. A frame whose trailer changed while it ran is published FAILED with the trailer it has
+    // now, which the parent detects as a mismatch.
+    void finish(TaskFrame* frame, const FrameTrailer& trailer, ErrorCode code, std::string_view message,
+                std::uint64_t start_ns, std::uint64_t end_ns);
+
+    bool shutdown_requested() const noexcept;
+
+private:
+    MailboxHeader* header() const noexcept { return reinterpret_cast<MailboxHeader*>(region_.data()); }
+    TaskFrame* frame(std::uint64_t dispatch_id) const noexcept;
+
+    MappedRegion region_;
+    std::uint32_t generation_;
+    std::uint64_t next_dispatch_ = 0;
+};
+
+} // namespace canopy::ipc

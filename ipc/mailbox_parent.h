@@ -1,0 +1,100 @@
+#pragma once
+// The parent's end of one child's mailbox (layout: protocol/mailbox.h). It owns the memfd and the
+// mapping, writes frames in ring order, and collects results in the same order.
+//
+// Thread safety: one thread at a time drives submit/poll/wait (the supervisor holds a mutex);
+// activity(), wait_activity(), wake_waiters() and request_shutdown() may run on any thread.
+// poll() and wait() never block the child; wait() spins briefly, then blocks on the futex word the
+// child bumps per result. wake_waiters() lets another thread of the parent end such a wait early.
+
+#include "ipc/mapped_region.h"
+#include "ipc/unique_fd.h"
+#include "protocol/error.h"
+#include "protocol/mailbox.h"
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace canopy::ipc {
+
+struct Dispatch {
+    std::uint64_t task_id = 0;
+    std::string_view kernel;
+    std::string_view target;   // path below the child; empty for the child itself
+    LaunchConfig launch{};
+    std::span<const std::byte> blob;
+};
+
+struct Completion {
+    std::uint64_t task_id = 0;
+    std::uint64_t dispatch_id = 0;
+    ErrorCode code = ErrorCode::OK;
+    std::string message;
+    std::uint64_t start_ns = 0;
+    std::uint64_t end_ns = 0;
+};
+
+// The endpoint can no longer be trusted (unknown state, trailer mismatch); what() says why.
+class MailboxPoisoned : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+class MailboxParent {
+public:
+    // A fresh zeroed region in a memfd, header filled for child incarnation `generation`.
+    explicit MailboxParent(std::uint32_t generation);
+
+    int fd() const noexcept { return fd_.get(); }
+    std::uint32_t generation() const noexcept { return generation_; }
+    void set_child_pid(int pid) noexcept;
+
+    // True when the next frame in ring order is free.
+    bool can_submit() const noexcept;
+    std::size_t in_flight() const noexcept { return next_dispatch_ - next_complete_; }
+
+    // Writes the next frame and publishes it READY. REQUIRES can_submit(). Throws std::invalid_argument
+    // for a kernel, target or blob that does not fit its field. Returns the dispatch id.
+    std::uint64_t submit(const Dispatch& d);
+
+    // The oldest in-flight result, if finished. Throws MailboxPoisoned.
+    std::optional<Completion> poll();
+
+    // Waits until the oldest in-flight frame finished, wake_waiters() was called, or `timeout_ns`
+    // passed (0 = no timeout). Spins up to `spin` iterations first. Returns whether a result is ready.
+    bool wait(std::uint64_t timeout_ns, std::uint32_t spin = 2000);
+
+    // Thread-safe waiting for another thread than the one that submits: activity() is a counter the
+    // child bumps per finished frame (and wake_waiters() bumps too); wait_activity() returns once it
+    // differs from `seen`, spinning `spin` iterations before blocking on the futex. Both touch only
+    // atomics of the shared header.
+    std::uint32_t activity() const noexcept;
+    void wait_activity(std::uint32_t seen, std::uint32_t spin = 2000) noexcept;
+
+    // Ends a concurrent wait() of this parent (the child also wakes it with every result).
+    void wake_waiters() noexcept;
+
+    // Asks the child loop to exit and wakes it.
+    void request_shutdown() noexcept;
+
+    // Dispatch ids still in flight, oldest first, with their task ids (for failing them).
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> in_flight_tasks() const;
+
+private:
+    MailboxHeader* header() const noexcept { return reinterpret_cast<MailboxHeader*>(region_.data()); }
+    TaskFrame* frame(std::uint64_t dispatch_id) const noexcept;
+    void wake_child() noexcept;
+
+    UniqueFd fd_;
+    MappedRegion region_;
+    std::uint32_t generation_;
+    std::uint64_t next_dispatch_ = 0;
+    std::uint64_t next_complete_ = 0;
+    FrameTrailer sent_[MAILBOX_FRAMES]{}; // what was dispatched per slot, kept in private memory
+};
+
+} // namespace canopy::ipc

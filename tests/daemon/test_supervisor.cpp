@@ -1,0 +1,73 @@
+#include "fixture.h"
+
+#include <catch2/catch.hpp>
+
+#include <numeric>
+
+using namespace canopy;
+using namespace canopy::testing;
+using daemon::BufferRequest;
+using daemon::Supervisor;
+
+TEST_CASE("an L3 supervisor runs built-in kernels on sim chips and subs over shared memory", "[daemon]") {
+    TempDir state;
+    Supervisor sup(l3_options(state.path, 2, 2));
+    sup.start();
+    const auto buf = sup.create_buffer({64 * sizeof(float), Backend::POSIX_SHM, Access::READWRITE, ""});
+    auto host = map_shm(buf);
+    auto* values = reinterpret_cast<float*>(host.data());
+
+    for (const char* worker : {"chip0", "/chip1", "sub0", "/sub1"}) {
+        INFO(worker);
+        auto r = sup.run(task("iota", worker, {arg(buf, TensorTag::OUTPUT, DataType::FLOAT32, {64})}));
+        REQUIRE(r.ok());
+        for (int i = 0; i < 64; ++i) {
+            REQUIRE(values[i] == static_cast<float>(i));
+        }
+        // Strided: scale every other element of an 8x8 view's first column block.
+        r = sup.run(task("scale", worker, {arg(buf, TensorTag::INOUT, DataType::FLOAT32, {8, 4}, {8, 2})},
+                         {ScalarArg::f32(2.0f)}));
+        REQUIRE(r.ok());
+        for (int row = 0; row < 8; ++row) {
+            for (int col = 0; col < 8; ++col) {
+                const float base = static_cast<float>(row * 8 + col);
+                REQUIRE(values[row * 8 + col] == (col % 2 == 0 ? 2 * base : base));
+            }
+        }
+        std::memset(values, 0, 64 * sizeof(float));
+    }
+    const auto status = sup.status();
+    REQUIRE(status.size() == 4);
+    for (const auto& w : status) {
+        CHECK(w.state == daemon::WorkerState::RUNNING);
+        CHECK(w.pid > 0);
+        CHECK(w.tasks_done == 2);
+    }
+}
+
+TEST_CASE("a task naming an unknown worker or kernel is refused before dispatch", "[daemon]") {
+    TempDir state;
+    Supervisor sup(l3_options(state.path, 1, 1));
+    sup.start();
+    const auto buf = sup.create_buffer({64, Backend::POSIX_SHM, Access::READWRITE, ""});
+    auto r = sup.run(task("iota", "chip7", {arg(buf, TensorTag::OUTPUT, DataType::FLOAT32, {16})}));
+    CHECK(r.code == ErrorCode::UNKNOWN_WORKER);
+    CHECK_THAT(r.message, Catch::Contains("chip7"));
+    r = sup.run(task("frobnicate", "chip0", {arg(buf, TensorTag::OUTPUT, DataType::FLOAT32, {16})}));
+    CHECK(r.code == ErrorCode::UNKNOWN_KERNEL);
+    CHECK_THAT(r.message, Catch::Contains("frobnicate"));
+    r = sup.run(task("@release", "chip0", {}));
+    CHECK(r.code == ErrorCode::UNKNOWN_KERNEL);
+    r = sup.run(task("matmul", "sub0", {}));
+    CHECK(r.code == ErrorCode::UNKNOWN_KERNEL);
+}
+
+TEST_CASE("access beyond the grant is refused with ACCESS_DENIED", "[daemon]") {
+    TempDir state;
+    Supervisor sup(l3_options(state.path, 1, 0));
+    sup.start();
+    const auto ro = sup.create_buffer({64, Backend::POSIX_SHM, Access::READ, ""});
+    auto r = sup.run(task("iota", "chip0", {arg(ro, TensorTag::OUTPUT, DataType::FLOAT32, {16})}));
+    CHECK(r.code == ErrorCode::ACCESS_DENIED);
+    CHECK_THAT(r.message, Catch::Contains("args[0]") && Catch::Contains("write"));
+}

@@ -1,0 +1,82 @@
+#pragma once
+// ImportRegistry: a consumer's map from buffer identity to its local mapping (map-once).
+//
+// materialize() is called for every tensor argument of every task, after the blob was decoded and
+// validated. The first sight of an identity maps the backing; later sights re-check that the incoming
+// descriptor equals the one that was mapped, so one identity never comes to mean two backings. A
+// descriptor naming an older generation of a slot than one already seen is refused as stale. release()
+// drops a mapping when the owner releases the buffer.
+//
+// POSIX_SHM is opened by its name, which must be the name derived from the identity, and refused when
+// the object is smaller than nbytes. SIM_VMM asks the parent for the memfd by identity (FdSource).
+// FORK_SHM / FORK_COW are refused unless [base, base + nbytes) lies inside an arena this process
+// inherited at fork (register_arena), so a forged base can never become an access.
+//
+// Thread safety: none; the worker's main thread owns it.
+
+#include "ipc/mapped_region.h"
+#include "ipc/unique_fd.h"
+#include "protocol/descriptor.h"
+#include "protocol/error.h"
+
+#include <cstddef>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace canopy::worker {
+
+// A materialization failure, with the error code the task fails with.
+class ImportError : public std::runtime_error {
+public:
+    ImportError(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+    ErrorCode code() const noexcept { return code_; }
+
+private:
+    ErrorCode code_;
+};
+
+// Fetches the fd of a VMM buffer from the parent by identity; throws ImportError when it cannot.
+using FdSource = std::function<ipc::UniqueFd(const BufferDescriptor&)>;
+
+// The POSIX shm name (without '/') derived from an identity: "cnpy" + 8 hex digits of the owner
+// instance + "-" + hex buffer id + "-" + hex generation. At most 31 bytes for buffer ids below 2^32.
+std::string posix_shm_name_for(const CanonicalIdentity& id);
+
+class ImportRegistry {
+public:
+    explicit ImportRegistry(FdSource fd_source = {});
+
+    // Host address of byte 0 of the buffer. Throws ImportError (STALE_BUFFER, UNKNOWN_BUFFER,
+    // INVALID_DESCRIPTOR, UNREACHABLE_BUFFER).
+    std::byte* materialize(const BufferDescriptor& d);
+
+    // Drops the mapping of this identity (and every older generation of its slot); no-op if absent.
+    void release(const CanonicalIdentity& id);
+
+    // Declares a fork-inherited arena [base, base + length).
+    void register_arena(const void* base, std::size_t length);
+
+    std::size_t size() const noexcept { return entries_.size(); }
+
+private:
+    struct Entry {
+        BufferDescriptor descriptor;
+        ipc::MappedRegion region; // empty for fork arenas
+        std::byte* base;
+    };
+
+    std::byte* map_new(const BufferDescriptor& d);
+    std::byte* map_posix_shm(const BufferDescriptor& d, Entry& e);
+    std::byte* map_fork(const BufferDescriptor& d);
+    void check_generation(const BufferDescriptor& d);
+
+    FdSource fd_source_;
+    std::unordered_map<CanonicalIdentity, Entry> entries_;
+    std::unordered_map<std::string, std::uint32_t> newest_generation_; // slot key -> newest generation seen
+    std::vector<std::pair<std::uintptr_t, std::size_t>> arenas_;
+};
+
+} // namespace canopy::worker

@@ -1,0 +1,145 @@
+#include "worker/worker_loop.h"
+
+#include "ipc/child_message.h"
+#include "ipc/fd_passing.h"
+#include "ipc/mailbox_child.h"
+#include "protocol/task_args.h"
+#include "worker/import_registry.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <ctime>
+#include <exception>
+#include <string_view>
+#include <vector>
+
+namespace canopy::worker {
+namespace {
+
+struct TaskOutcome {
+    ErrorCode code = ErrorCode::OK;
+    std::string message;
+};
+
+// Asks the parent for the fd of a VMM buffer and waits for the reply on the control socket.
+ipc::UniqueFd request_fd(int control, const BufferDescriptor& d) {
+    ipc::ChildMessage request{};
+    request.type = static_cast<std::uint32_t>(ipc::ChildMessageType::FD_REQUEST);
+    request.pid = ::getpid();
+    request.descriptor = d;
+    ipc::send_struct(control, request);
+    ipc::ChildMessage reply{};
+    std::vector<ipc::UniqueFd> fds;
+    const std::size_t n = ipc::recv_message(control, std::as_writable_bytes(std::span(&reply, 1)), fds);
+    if (n != sizeof reply || reply.type != static_cast<std::uint32_t>(ipc::ChildMessageType::FD_REPLY)) {
+        throw ImportError(ErrorCode::UNREACHABLE_BUFFER, "parent sent no fd reply for " + to_string(d.identity));
+    }
+    if (reply.code != 0 || fds.size() != 1) {
+        const auto len = std::min<std::size_t>(reply.text_len, sizeof reply.text);
+        throw ImportError(reply.code != 0 ? static_cast<ErrorCode>(reply.code) : ErrorCode::UNREACHABLE_BUFFER,
+                          std::string(reply.text, len));
+    }
+    return std::move(fds[0]);
+}
+
+class Worker {
+public:
+    Worker(const WorkerSpec& spec, ipc::UniqueFd mailbox, ipc::UniqueFd control)
+        : spec_(spec), control_(std::move(control)), mailbox_(mailbox.get(), spec.generation),
+          imports_([this](const BufferDescriptor& d) { return request_fd(control_.get(), d); }) {}
+
+    int serve() {
+        announce_ready();
+        FrameTrailer trailer{};
+        while (TaskFrame* frame = mailbox_.next(trailer)) {
+            const std::uint64_t start = monotonic_ns();
+            TaskOutcome outcome = mailbox_.trailer_expected(trailer)
+                                      ? run_frame(*frame)
+                                      : TaskOutcome{ErrorCode::BAD_REQUEST, "stale frame trailer"};
+            mailbox_.finish(frame, trailer, outcome.code, outcome.message, start, monotonic_ns());
+        }
+        return 0;
+    }
+
+private:
+    void announce_ready() {
+        ipc::ChildMessage ready{};
+        ready.type = static_cast<std::uint32_t>(ipc::ChildMessageType::READY);
+        ready.pid = ::getpid();
+        ipc::send_struct(control_.get(), ready);
+    }
+
+    TaskOutcome run_frame(const TaskFrame& frame) {
+        const std::string_view kernel(frame.kernel, ::strnlen(frame.kernel, KERNEL_NAME_BYTES));
+        const std::span<const std::byte> blob(frame.blob, std::min<std::size_t>(frame.blob_len, MAX_TASK_ARGS_BYTES));
+        if (frame.blob_len > MAX_TASK_ARGS_BYTES) {
+            return {ErrorCode::INVALID_TENSOR,
+                    "header.total_len: blob length " + std::to_string(frame.blob_len) + " exceeds the frame"};
+        }
+        try {
+            if (!kernel.empty() && kernel[0] == '@') {
+                return run_control(kernel, blob);
+            }
+            decode_task_args_into(blob, args_);
+            bind_arguments();
+            const kernels::KernelCall call{kernel, bound_, args_.scalars, nullptr};
+            kernels::run_builtin(spec_.kind, call, spec_.fault_kernels);
+            return {};
+        } catch (const WireError& e) {
+            return {e.code(), e.what()};
+        } catch (const ImportError& e) {
+            return {e.code(), e.what()};
+        } catch (const kernels::KernelError& e) {
+            return {e.code(), e.what()};
+        } catch (const std::exception& e) {
+            return {ErrorCode::KERNEL_FAILED, std::string(kernel) + ": " + e.what()};
+        }
+    }
+
+    void bind_arguments() {
+        bound_.clear();
+        for (const TensorArg& arg : args_.tensors) {
+            bound_.push_back({&arg.tensor, arg.tag, imports_.materialize(arg.tensor.buffer)});
+        }
+    }
+
+    TaskOutcome run_control(std::string_view kernel, std::span<const std::byte> blob) {
+        if (kernel == "@noop") {
+            return {};
+        }
+        if (kernel == "@release") {
+            CanonicalIdentity id{};
+            if (blob.size() != sizeof id) {
+                return {ErrorCode::BAD_REQUEST, "@release: expected a 32-byte identity"};
+            }
+            std::memcpy(&id, blob.data(), sizeof id);
+            validate_identity(id);
+            imports_.release(id);
+            return {};
+        }
+        return {ErrorCode::UNKNOWN_KERNEL, "unknown control frame " + std::string(kernel)};
+    }
+
+    WorkerSpec spec_;
+    ipc::UniqueFd control_;
+    ipc::MailboxChild mailbox_;
+    ImportRegistry imports_;
+    TaskArgs args_;
+    std::vector<kernels::BoundTensor> bound_;
+};
+
+} // namespace
+
+std::uint64_t monotonic_ns() noexcept {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+int run_worker(const WorkerSpec& spec, ipc::UniqueFd mailbox, ipc::UniqueFd control) {
+    Worker worker(spec, std::move(mailbox), std::move(control));
+    return worker.serve();
+}
+
+} // namespace canopy::worker
