@@ -136,7 +136,15 @@ void Supervisor::event_loop() {
             }
         }
     } catch (const std::exception&) {
-        // The zygote is gone; stop() ends what is left.
+    }
+    if (stopping_) {
+        return;
+    }
+    // The zygote died: its children died with it (PR_SET_PDEATHSIG) and none can be forked again, since
+    // a new zygote cannot be forked from this multi-threaded process.
+    zygote_lost_ = true;
+    for (auto& slot : slots_) {
+        end_incarnation(*slot, "the zygote died");
     }
 }
 
@@ -226,7 +234,7 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why) {
         } else {
             const bool healthy = slot.state == WorkerState::RUNNING && Clock::now() - slot.running_since > HEALTHY_UPTIME;
             slot.failures = healthy ? 1 : slot.failures + 1;
-            if (fatal || slot.failures > options_.restart_budget) {
+            if (fatal || zygote_lost_ || slot.failures > options_.restart_budget) {
                 slot.state = WorkerState::DEAD;
                 fail_all_locked(slot, ErrorCode::WORKER_DIED,
                                 "worker " + slot.path + " is dead after " + std::to_string(slot.restarts) +

@@ -125,6 +125,7 @@ private:
     std::vector<std::unique_ptr<ChildSlot>> slots_;
     std::atomic<std::uint64_t> next_task_id_{1};
     std::atomic<bool> stopping_{false};
+    std::atomic<bool> zygote_lost_{false};
     bool stopped_ = false;
 
     std::mutex events_mu_;

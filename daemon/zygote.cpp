@@ -27,8 +27,9 @@ void die_with_parent(pid_t expected_parent) {
     }
 }
 
-// Restores the default action of every signal and drops any alternate signal stack, so that a child
-// killed by a fault dies by that signal whatever handlers the supervisor's process had installed.
+// Restores the default action of every fault signal, unblocks them all and drops any alternate signal
+// stack, so that a child killed by a fault dies by that signal whatever the supervisor's process had
+// set up.
 void reset_signal_handlers() {
     for (int sig = 1; sig < NSIG; ++sig) {
         if (sig != SIGKILL && sig != SIGSTOP) {
@@ -38,6 +39,14 @@ void reset_signal_handlers() {
     stack_t none{};
     none.ss_flags = SS_DISABLE;
     ::sigaltstack(&none, nullptr);
+    sigset_t nothing;
+    sigemptyset(&nothing);
+    ::sigprocmask(SIG_SETMASK, &nothing, nullptr);
+    // The zygote and the children stop when their supervisor tells them or dies, not when a terminal's
+    // Ctrl-C or a stop signal sent to the whole process group or cgroup reaches them.
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) {
+        ::signal(sig, SIG_IGN);
+    }
 }
 
 void send_event(int sock, const ZygoteEvent& e) {
@@ -168,6 +177,7 @@ Zygote Zygote::start(ChildMain child_main) {
     if (pid == 0) {
         die_with_parent(parent);
         reset_signal_handlers();
+        ::prctl(PR_SET_NAME, "canopy-zygote");
         ours.reset();
         ZygoteLoop loop(theirs.release(), std::move(child_main));
         loop.run();

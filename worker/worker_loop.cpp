@@ -78,11 +78,17 @@ private:
                     "header.total_len: blob length " + std::to_string(frame.blob_len) + " exceeds the frame"};
         }
         try {
-            if (!kernel.empty() && kernel[0] == '@') {
-                return run_control(kernel, blob);
+            if (kernel == "@release") {
+                return run_release(blob);
             }
             decode_task_args_into(blob, args_);
             bind_arguments();
+            if (kernel == "@noop") {
+                return {};
+            }
+            if (!kernel.empty() && kernel[0] == '@') {
+                return {ErrorCode::UNKNOWN_KERNEL, "unknown control frame " + std::string(kernel)};
+            }
             const kernels::KernelCall call{kernel, bound_, args_.scalars, nullptr};
             kernels::run_builtin(spec_.kind, call, spec_.fault_kernels);
             return {};
@@ -104,21 +110,15 @@ private:
         }
     }
 
-    TaskOutcome run_control(std::string_view kernel, std::span<const std::byte> blob) {
-        if (kernel == "@noop") {
-            return {};
+    TaskOutcome run_release(std::span<const std::byte> blob) {
+        CanonicalIdentity id{};
+        if (blob.size() != sizeof id) {
+            return {ErrorCode::BAD_REQUEST, "@release: expected a 32-byte identity"};
         }
-        if (kernel == "@release") {
-            CanonicalIdentity id{};
-            if (blob.size() != sizeof id) {
-                return {ErrorCode::BAD_REQUEST, "@release: expected a 32-byte identity"};
-            }
-            std::memcpy(&id, blob.data(), sizeof id);
-            validate_identity(id);
-            imports_.release(id);
-            return {};
-        }
-        return {ErrorCode::UNKNOWN_KERNEL, "unknown control frame " + std::string(kernel)};
+        std::memcpy(&id, blob.data(), sizeof id);
+        validate_identity(id);
+        imports_.release(id);
+        return {};
     }
 
     WorkerSpec spec_;

@@ -6,7 +6,8 @@
 //
 // Frames whose kernel starts with '@' are control frames from the parent:
 //   @release  blob = a CanonicalIdentity; the worker drops its mapping of that buffer.
-//   @noop     no arguments; completes at once (used for liveness checks and benchmarks).
+//   @noop     decodes, validates and materializes its arguments like any task, then runs nothing
+//             (the dispatch path alone: liveness checks and benchmarks).
 //
 // Thread safety: runs on the worker's only thread.
 

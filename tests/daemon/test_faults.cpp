@@ -4,6 +4,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <future>
 #include <thread>
 
@@ -105,4 +106,41 @@ TEST_CASE("a worker past its restart budget is dead and tasks aimed at it fail f
     const auto r = sup.run(task("sleep_ms", "chip0", {}, {ScalarArg::i64(0)}));
     CHECK(r.code == ErrorCode::WORKER_DIED);
     CHECK_THAT(r.message, Catch::Contains("dead"));
+}
+
+TEST_CASE("when the zygote dies every worker is dead and tasks fail fast", "[daemon]") {
+    TempDir state;
+    Supervisor sup(l3_options(state.path, 1, 1));
+    sup.start();
+    REQUIRE(::kill(sup.zygote_pid(), SIGKILL) == 0);
+    for (int i = 0; i < 500; ++i) {
+        const auto st = sup.status();
+        if (std::all_of(st.begin(), st.end(), [](const auto& w) { return w.state == daemon::WorkerState::DEAD; })) {
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    for (const auto& w : sup.status()) {
+        CHECK(w.state == daemon::WorkerState::DEAD);
+        CHECK_THAT(w.last_exit, Catch::Contains("zygote"));
+    }
+    const auto r = sup.run(task("sleep_ms", "chip0", {}, {ScalarArg::i64(0)}));
+    CHECK(r.code == ErrorCode::WORKER_DIED);
+}
+
+TEST_CASE("kill -9 of a nested node fails its task and the node comes back with its workers", "[daemon]") {
+    TempDir state;
+    Supervisor sup(l4_options(state.path, 1, 0));
+    sup.start();
+    const pid_t before = pid_of(sup, "/node0");
+    std::promise<daemon::TaskResult> result;
+    sup.submit(task("sleep_ms", "/node0/chip1", {}, {ScalarArg::i64(10000)}),
+               [&](daemon::TaskResult r) { result.set_value(std::move(r)); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    REQUIRE(::kill(before, SIGKILL) == 0);
+    const auto r = result.get_future().get();
+    CHECK(r.code == ErrorCode::WORKER_DIED);
+    CHECK_THAT(r.message, Catch::Contains("/node0") && Catch::Contains("signal 9"));
+    wait_running(sup, "/node0");
+    CHECK(sup.run(task("sleep_ms", "/node0/chip1", {}, {ScalarArg::i64(1)})).ok());
 }

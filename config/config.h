@@ -1,0 +1,161 @@
+#pragma once
+// The daemon's configuration: plain value types for every section of the topology JSON (docs/config.md),
+// and the entry points that produce, check and print them.
+//
+// Every Config returned by parse_config, load_config or default_config satisfies all the rules of the
+// schema; a Config built by hand is not checked until it goes through to_json and parse_config.
+// Structs own all their data. Equality is field-wise.
+//
+// Thread safety: plain values; every function is safe to call from any thread (default_config reads the
+// directory it is given and nothing else).
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace canopy::config {
+
+enum class ChipBackend { CUDA, SIM };
+enum class PreloadBackend { FORK_COW, FORK_SHM };
+enum class LogLevel { TRACE, DEBUG, INFO, WARN, ERROR, CRITICAL, OFF };
+enum class LogFormat { AUTO, TEXT, JOURNAL };
+
+// The spellings used in the JSON ("cuda", "fork_cow", "info", "journal").
+std::string_view to_string(ChipBackend backend) noexcept;
+std::string_view to_string(PreloadBackend backend) noexcept;
+std::string_view to_string(LogLevel level) noexcept;
+std::string_view to_string(LogFormat format) noexcept;
+
+// Limits of the schema. Names (nodes, preloads) are 1..MAX_NAME_LENGTH bytes of [A-Za-z0-9_.-].
+inline constexpr std::size_t MAX_NAME_LENGTH = 64;
+inline constexpr std::uint32_t MAX_SUBS = 64;
+inline constexpr std::size_t MAX_SOCKET_PATH_BYTES = 107; // sun_path holds 108 bytes with the NUL
+inline constexpr std::uint32_t MIN_FRAME_BYTES = 1024;
+inline constexpr std::uint32_t MAX_FRAME_BYTES = 64u << 20;
+inline constexpr std::uint64_t MAX_PRELOAD_BYTES = std::uint64_t{1} << 40;
+inline constexpr std::uint32_t MAX_RESTART_BUDGET = 1000;
+// Every *_ms duration fits the int milliseconds that poll, epoll_wait and timerfd callers take.
+inline constexpr std::int64_t MAX_DURATION_MS = 2147483647;
+
+// One chip worker: a process that owns one GPU (CUDA) or one simulated device (SIM).
+struct ChipConfig {
+    std::uint32_t device = 0; // device ordinal, < canopy::MAX_DEVICE_ORDINAL
+    ChipBackend backend = ChipBackend::SIM;
+
+    bool operator==(const ChipConfig&) const = default;
+};
+
+// A supervisor and its children. Children are named chip0.., sub0.. in order, and nested nodes by name.
+// A level-3 node has chips and subs; a level-4 node has subs and nested level-3 nodes, never chips.
+struct NodeConfig {
+    std::string name = "local";
+    int level = 3;
+    std::vector<ChipConfig> chips;
+    std::uint32_t subs = 0;
+    std::vector<NodeConfig> nodes;
+
+    bool operator==(const NodeConfig&) const = default;
+};
+
+struct ControlConfig {
+    std::filesystem::path socket = "/run/canopy/canopy.sock";
+    // Peers allowed besides the daemon's own uid; no duplicates.
+    std::vector<std::uint32_t> allow_uids;
+    std::vector<std::uint32_t> allow_gids;
+    std::uint32_t max_frame_bytes = 1u << 20;
+
+    bool operator==(const ControlConfig&) const = default;
+};
+
+struct LogConfig {
+    LogLevel level = LogLevel::INFO;
+    LogFormat format = LogFormat::AUTO;
+
+    bool operator==(const LogConfig&) const = default;
+};
+
+// An arena mapped before the zygote fork. FORK_COW maps the file at `path` privately (read-only for
+// consumers) and has bytes == 0: its size is the file's, found when the daemon starts. FORK_SHM maps
+// `bytes` bytes shared, filled from `path` when one is given. Existence of `path` is not checked here.
+struct PreloadConfig {
+    std::string name;
+    std::optional<std::filesystem::path> path;
+    std::uint64_t bytes = 0;
+    PreloadBackend backend = PreloadBackend::FORK_COW;
+
+    bool operator==(const PreloadConfig&) const = default;
+};
+
+struct SupervisionConfig {
+    std::uint32_t restart_budget = 5;
+    std::chrono::milliseconds backoff_initial{50};
+    std::chrono::milliseconds backoff_max{5000}; // >= backoff_initial
+    std::chrono::milliseconds drain_timeout{10000};
+    std::chrono::milliseconds task_timeout{0}; // 0: tasks have no timeout
+
+    bool operator==(const SupervisionConfig&) const = default;
+};
+
+// A loopback TCP endpoint. host is "localhost", a dotted 127.x.x.x address, or an IPv6 loopback
+// address without brackets ("::1").
+struct ListenAddress {
+    std::string host;
+    std::uint16_t port = 0;
+
+    bool operator==(const ListenAddress&) const = default;
+};
+
+// "HOST:PORT", with brackets around an IPv6 host ("[::1]:9464").
+std::string to_string(const ListenAddress& address);
+
+struct MetricsConfig {
+    std::optional<ListenAddress> listen; // nullopt: no metrics listener
+
+    bool operator==(const MetricsConfig&) const = default;
+};
+
+struct TestingConfig {
+    bool fault_kernels = false;
+
+    bool operator==(const TestingConfig&) const = default;
+};
+
+struct Config {
+    NodeConfig node;
+    ControlConfig control;
+    std::filesystem::path state_dir = "/var/lib/canopy";
+    LogConfig log;
+    std::vector<PreloadConfig> preload;
+    SupervisionConfig supervision;
+    MetricsConfig metrics;
+    TestingConfig testing;
+
+    bool operator==(const Config&) const = default;
+};
+
+// Parses and validates a config document. Throws ConfigError (config/config_error.h) naming the JSON
+// pointer of the first offending field.
+Config parse_config(std::string_view json_text);
+
+// Reads `file` and parses it as parse_config does. A file that cannot be read is a ConfigError with
+// pointer "" naming the path and the system's reason.
+Config load_config(const std::filesystem::path& file);
+
+// The configuration used when the daemon is given none: level 3, name "local", one CUDA chip per
+// /dev/nvidiaN entry of `dev_dir` (ordinals 0..count-1, in ascending N order), or one SIM chip on
+// device 0 when there is none; two subs; every other section at its default. Never touches CUDA.
+Config default_config(const std::filesystem::path& dev_dir = "/dev");
+
+// Every worker below `node`, in tree order: chips, then subs, then each nested node followed by its
+// own workers ("/chip0", "/sub0", "/node0", "/node0/chip0", ...). The root itself ("/") is not listed.
+std::vector<std::string> worker_paths(const NodeConfig& node);
+
+// A multi-line human-readable summary (for canopyd --check-config): the worker tree with paths, then
+// every other section.
+std::string describe(const Config& config);
+
+} // namespace canopy::config

@@ -1,0 +1,18 @@
+#pragma once
+// Close-match hints for misspelt keys ("chip" -> "chips").
+//
+// Thread safety: pure functions.
+
+#include <initializer_list>
+#include <optional>
+#include <string_view>
+
+namespace canopy::config::detail {
+
+// The candidate closest to `word` when it is close enough to be a likely misspelling: equal but for
+// letter case, or within an edit distance of 2 that is less than half the word's length. nullopt
+// otherwise.
+std::optional<std::string_view> closest_match(std::string_view word,
+                                              std::initializer_list<std::string_view> candidates);
+
+} // namespace canopy::config::detail

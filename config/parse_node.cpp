@@ -1,0 +1,142 @@
+// The "node" section: the worker tree of one supervisor, and the nested level-3 nodes of a level-4 one.
+
+#include "config/config_error.h"
+#include "config/detail/sections.h"
+#include "config/detail/values.h"
+#include "protocol/descriptor.h"
+
+#include <array>
+#include <map>
+#include <string>
+#include <utility>
+
+namespace canopy::config::detail {
+namespace {
+
+constexpr std::array<std::string_view, 2> CHIP_BACKEND_NAMES = {"cuda", "sim"};
+constexpr std::array<ChipBackend, 2> CHIP_BACKENDS = {ChipBackend::CUDA, ChipBackend::SIM};
+
+ChipConfig parse_chip(const Field& field) {
+    const ObjectReader object(field, {"device", "backend"});
+    ChipConfig chip;
+    chip.device = static_cast<std::uint32_t>(object.require("device").integer(0, MAX_DEVICE_ORDINAL - 1));
+    chip.backend = CHIP_BACKENDS[object.require("backend").choice(CHIP_BACKEND_NAMES)];
+    return chip;
+}
+
+// One process per device: a (backend, device) pair appears once per node.
+std::vector<ChipConfig> parse_chips(const std::vector<Field>& elements) {
+    std::vector<ChipConfig> chips;
+    std::map<std::pair<ChipBackend, std::uint32_t>, std::string> seen;
+    for (const Field& element : elements) {
+        const ChipConfig chip = parse_chip(element);
+        const auto [it, inserted] = seen.emplace(std::pair{chip.backend, chip.device}, element.pointer());
+        if (!inserted) {
+            element.fail("duplicate chip: " + std::string(to_string(chip.backend)) + " device " +
+                         std::to_string(chip.device) + " is also " + it->second);
+        }
+        chips.push_back(chip);
+    }
+    return chips;
+}
+
+std::string parse_node_name(const Field& field) {
+    std::string name = read_name(field);
+    if (is_worker_name(name)) {
+        field.fail("expected a node name that is not a worker name (chipN, subN), got " + quote_value(field.value()));
+    }
+    return name;
+}
+
+NodeConfig parse_nested_node(const Field& field);
+
+std::vector<NodeConfig> parse_nested_nodes(const std::vector<Field>& elements) {
+    std::vector<NodeConfig> nodes;
+    std::map<std::string, std::string> seen;
+    for (const Field& element : elements) {
+        NodeConfig node = parse_nested_node(element);
+        const auto [it, inserted] = seen.emplace(node.name, element.pointer() + "/name");
+        if (!inserted) {
+            throw ConfigError(element.pointer() + "/name",
+                              "duplicate node name \"" + node.name + "\" (also at " + it->second + ")");
+        }
+        nodes.push_back(std::move(node));
+    }
+    return nodes;
+}
+
+// 3, or 3 or 4 for a root node.
+int read_level(const Field& field, bool nested) {
+    if (!field.value().is_number_integer()) {
+        field.fail_type("an integer");
+    }
+    if (field.value() == 3) {
+        return 3;
+    }
+    if (field.value() == 4 && !nested) {
+        return 4;
+    }
+    field.fail(std::string(nested ? "expected 3 (a nested node is a level-3 node)" : "expected 3 or 4") + ", got " +
+               quote_value(field.value()));
+}
+
+// The keys every node shares, read once `node.level` is known.
+void parse_children(const ObjectReader& object, NodeConfig& node) {
+    if (const auto chips = object.find("chips")) {
+        const std::vector<Field> elements = chips->elements();
+        if (node.level == 4 && !elements.empty()) {
+            chips->fail("a level-4 node has no chips of its own (they belong to its nested nodes), got " +
+                        std::to_string(elements.size()));
+        }
+        node.chips = parse_chips(elements);
+    }
+    if (const auto subs = object.find("subs")) {
+        node.subs = static_cast<std::uint32_t>(subs->integer(0, MAX_SUBS));
+    }
+    if (const auto nodes = object.find("nodes")) {
+        const std::vector<Field> elements = nodes->elements();
+        if (node.level == 3 && !elements.empty()) {
+            nodes->fail("a level-3 node has no nested nodes, got " + std::to_string(elements.size()));
+        }
+        node.nodes = parse_nested_nodes(elements);
+    }
+}
+
+void check_children(const ObjectReader& object, const NodeConfig& node) {
+    if (node.level == 4 && node.nodes.empty()) {
+        throw ConfigError(object.pointer_of("nodes"), "a level-4 node needs at least one nested node, got none");
+    }
+    if (node.chips.empty() && node.subs == 0 && node.nodes.empty()) {
+        object.field().fail("a node needs at least one worker (a chip, a sub or a nested node), got none");
+    }
+}
+
+NodeConfig parse_nested_node(const Field& field) {
+    const ObjectReader object(field, {"name", "level", "chips", "subs", "nodes"});
+    NodeConfig node;
+    node.name = parse_node_name(object.require("name"));
+    if (const auto level = object.find("level")) {
+        node.level = read_level(*level, true);
+    }
+    parse_children(object, node);
+    check_children(object, node);
+    return node;
+}
+
+} // namespace
+
+NodeConfig parse_root_node(const Field& field) {
+    const ObjectReader object(field, {"name", "level", "chips", "subs", "nodes"});
+    NodeConfig node;
+    if (const auto name = object.find("name")) {
+        node.name = parse_node_name(*name);
+    }
+    if (const auto level = object.find("level")) {
+        node.level = read_level(*level, false);
+    }
+    parse_children(object, node);
+    check_children(object, node);
+    return node;
+}
+
+} // namespace canopy::config::detail

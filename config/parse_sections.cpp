@@ -1,0 +1,106 @@
+// The small sections of the config document: control, log, supervision, metrics and testing.
+
+#include "config/detail/sections.h"
+#include "config/detail/values.h"
+
+#include <array>
+#include <string>
+
+namespace canopy::config::detail {
+namespace {
+
+constexpr std::array<std::string_view, 7> LOG_LEVEL_NAMES = {"trace", "debug",    "info", "warn",
+                                                             "error", "critical", "off"};
+constexpr std::array<LogLevel, 7> LOG_LEVELS = {LogLevel::TRACE, LogLevel::DEBUG,    LogLevel::INFO, LogLevel::WARN,
+                                                LogLevel::ERROR, LogLevel::CRITICAL, LogLevel::OFF};
+constexpr std::array<std::string_view, 3> LOG_FORMAT_NAMES = {"auto", "text", "journal"};
+constexpr std::array<LogFormat, 3> LOG_FORMATS = {LogFormat::AUTO, LogFormat::TEXT, LogFormat::JOURNAL};
+
+// backoff_max >= backoff_initial, reported at the key the file gives (backoff_max_ms when both are given).
+void check_backoff(const ObjectReader& object, const SupervisionConfig& supervision) {
+    if (supervision.backoff_max >= supervision.backoff_initial) {
+        return;
+    }
+    const std::string initial = std::to_string(supervision.backoff_initial.count());
+    const std::string max = std::to_string(supervision.backoff_max.count());
+    if (const auto given_max = object.find("backoff_max_ms")) {
+        given_max->fail("expected at least backoff_initial_ms (" + initial + "), got " + max);
+    }
+    object.require("backoff_initial_ms")
+        .fail("expected at most backoff_max_ms (" + max + ", the default), got " + initial);
+}
+
+} // namespace
+
+ControlConfig parse_control(const Field& field) {
+    const ObjectReader object(field, {"socket", "allow_uids", "allow_gids", "max_frame_bytes"});
+    ControlConfig control;
+    if (const auto socket = object.find("socket")) {
+        control.socket = read_absolute_path(*socket, MAX_SOCKET_PATH_BYTES);
+    }
+    if (const auto uids = object.find("allow_uids")) {
+        control.allow_uids = read_id_list(*uids);
+    }
+    if (const auto gids = object.find("allow_gids")) {
+        control.allow_gids = read_id_list(*gids);
+    }
+    if (const auto frame = object.find("max_frame_bytes")) {
+        control.max_frame_bytes = static_cast<std::uint32_t>(frame->integer(MIN_FRAME_BYTES, MAX_FRAME_BYTES));
+    }
+    return control;
+}
+
+LogConfig parse_log(const Field& field) {
+    const ObjectReader object(field, {"level", "format"});
+    LogConfig log;
+    if (const auto level = object.find("level")) {
+        log.level = LOG_LEVELS[level->choice(LOG_LEVEL_NAMES)];
+    }
+    if (const auto format = object.find("format")) {
+        log.format = LOG_FORMATS[format->choice(LOG_FORMAT_NAMES)];
+    }
+    return log;
+}
+
+SupervisionConfig parse_supervision(const Field& field) {
+    const ObjectReader object(
+        field, {"restart_budget", "backoff_initial_ms", "backoff_max_ms", "drain_timeout_ms", "task_timeout_ms"});
+    SupervisionConfig supervision;
+    if (const auto budget = object.find("restart_budget")) {
+        supervision.restart_budget = static_cast<std::uint32_t>(budget->integer(0, MAX_RESTART_BUDGET));
+    }
+    if (const auto initial = object.find("backoff_initial_ms")) {
+        supervision.backoff_initial = read_duration(*initial, 1);
+    }
+    if (const auto max = object.find("backoff_max_ms")) {
+        supervision.backoff_max = read_duration(*max, 0);
+    }
+    if (const auto drain = object.find("drain_timeout_ms")) {
+        supervision.drain_timeout = read_duration(*drain, 0);
+    }
+    if (const auto task = object.find("task_timeout_ms")) {
+        supervision.task_timeout = read_duration(*task, 0);
+    }
+    check_backoff(object, supervision);
+    return supervision;
+}
+
+MetricsConfig parse_metrics(const Field& field) {
+    const ObjectReader object(field, {"listen"});
+    MetricsConfig metrics;
+    if (const auto listen = object.find("listen")) {
+        metrics.listen = read_listen_address(*listen);
+    }
+    return metrics;
+}
+
+TestingConfig parse_testing(const Field& field) {
+    const ObjectReader object(field, {"fault_kernels"});
+    TestingConfig testing;
+    if (const auto fault_kernels = object.find("fault_kernels")) {
+        testing.fault_kernels = fault_kernels->boolean();
+    }
+    return testing;
+}
+
+} // namespace canopy::config::detail

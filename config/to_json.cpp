@@ -1,0 +1,69 @@
+// to_json: the inverse of parse_config.
+
+#include "config/to_json.h"
+
+namespace canopy::config {
+namespace {
+
+using nlohmann::json;
+
+json node_json(const NodeConfig& node) {
+    json chips = json::array();
+    for (const ChipConfig& chip : node.chips) {
+        chips.push_back({{"device", chip.device}, {"backend", to_string(chip.backend)}});
+    }
+    json nodes = json::array();
+    for (const NodeConfig& nested : node.nodes) {
+        nodes.push_back(node_json(nested));
+    }
+    return {{"name", node.name}, {"level", node.level}, {"chips", chips}, {"subs", node.subs}, {"nodes", nodes}};
+}
+
+json control_json(const ControlConfig& control) {
+    return {{"socket", control.socket.string()},
+            {"allow_uids", control.allow_uids},
+            {"allow_gids", control.allow_gids},
+            {"max_frame_bytes", control.max_frame_bytes}};
+}
+
+json preload_json(const PreloadConfig& preload) {
+    json entry = {{"name", preload.name}, {"backend", to_string(preload.backend)}};
+    if (preload.path) {
+        entry["path"] = preload.path->string();
+    }
+    if (preload.backend == PreloadBackend::FORK_SHM) {
+        entry["bytes"] = preload.bytes;
+    }
+    return entry;
+}
+
+json supervision_json(const SupervisionConfig& supervision) {
+    return {{"restart_budget", supervision.restart_budget},
+            {"backoff_initial_ms", supervision.backoff_initial.count()},
+            {"backoff_max_ms", supervision.backoff_max.count()},
+            {"drain_timeout_ms", supervision.drain_timeout.count()},
+            {"task_timeout_ms", supervision.task_timeout.count()}};
+}
+
+} // namespace
+
+json to_json(const Config& config) {
+    json preloads = json::array();
+    for (const PreloadConfig& preload : config.preload) {
+        preloads.push_back(preload_json(preload));
+    }
+    json metrics = json::object();
+    if (config.metrics.listen) {
+        metrics["listen"] = to_string(*config.metrics.listen);
+    }
+    return {{"node", node_json(config.node)},
+            {"control", control_json(config.control)},
+            {"state_dir", config.state_dir.string()},
+            {"log", {{"level", to_string(config.log.level)}, {"format", to_string(config.log.format)}}},
+            {"preload", preloads},
+            {"supervision", supervision_json(config.supervision)},
+            {"metrics", metrics},
+            {"testing", {{"fault_kernels", config.testing.fault_kernels}}}};
+}
+
+} // namespace canopy::config

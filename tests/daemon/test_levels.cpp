@@ -1,0 +1,101 @@
+#include "fixture.h"
+
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <thread>
+
+using namespace canopy;
+using namespace canopy::testing;
+using daemon::Supervisor;
+
+TEST_CASE("an L4 supervisor runs tasks on the workers of its nested L3 nodes with one identity", "[daemon]") {
+    TempDir state;
+    Supervisor sup(l4_options(state.path, 2, 1));
+    sup.start();
+    const auto status = sup.status();
+    REQUIRE(status.size() == 3); // sub0, node0, node1
+    const auto buf = sup.create_buffer({32 * sizeof(double), Backend::POSIX_SHM, Access::READWRITE, ""});
+    auto host = map_shm(buf);
+    auto* v = reinterpret_cast<double*>(host.data());
+    for (const char* worker : {"/sub0", "/node0/chip0", "node0/chip1", "/node0/sub1", "/node1/chip1", "/node1/sub0"}) {
+        INFO(worker);
+        std::fill(v, v + 32, -1.0);
+        auto r = sup.run(task("fill", worker, {arg(buf, TensorTag::OUTPUT, DataType::FLOAT64, {4, 4}, {8, 2}, 8)},
+                              {ScalarArg::f64(0.5)}));
+        REQUIRE(r.ok());
+        for (int i = 0; i < 32; ++i) {
+            const int row = (i - 1) / 8;
+            const int col = (i - 1) % 8;
+            const bool in_view = i >= 1 && row < 4 && col < 8 && col % 2 == 0 && (i - 1) >= 0;
+            REQUIRE(v[i] == (in_view ? 0.5 : -1.0));
+        }
+    }
+    auto r = sup.run(task("fill", "/node0", {arg(buf, TensorTag::OUTPUT, DataType::FLOAT64, {4})}, {ScalarArg::f64(1)}));
+    CHECK(r.code == ErrorCode::UNKNOWN_WORKER);
+    r = sup.run(task("fill", "/node0/chip9", {arg(buf, TensorTag::OUTPUT, DataType::FLOAT64, {4})}, {ScalarArg::f64(1)}));
+    CHECK(r.code == ErrorCode::UNKNOWN_WORKER);
+    r = sup.run(task("matmul", "/node1/sub0", {}));
+    CHECK(r.code == ErrorCode::UNKNOWN_KERNEL);
+}
+
+TEST_CASE("an L4 whose children are only L3 nodes creates shm buffers", "[daemon]") {
+    TempDir state;
+    Supervisor sup(l4_options(state.path, 1, 0));
+    sup.start();
+    const auto buf = sup.create_buffer({4096, Backend::POSIX_SHM, Access::READWRITE, ""});
+    CHECK(Backend{buf.backend} == Backend::POSIX_SHM);
+    CHECK(sup.run(task("iota", "/node0/chip0", {arg(buf, TensorTag::OUTPUT, DataType::INT32, {1024})})).ok());
+    try {
+        sup.create_buffer({4096, Backend::SIM_VMM, Access::READWRITE, ""});
+        FAIL("an L4 created a device buffer");
+    } catch (const daemon::RequestError& e) {
+        CHECK(e.code() == ErrorCode::NO_CONSUMER);
+    }
+}
+
+TEST_CASE("create_buffer on a node whose children are all dead fails with NO_CONSUMER", "[daemon]") {
+    TempDir state;
+    auto options = l3_options(state.path, 1, 0);
+    options.fault_kernels = true;
+    options.restart_budget = 0;
+    Supervisor sup(options);
+    sup.start();
+    CHECK(sup.run(task("abort", "chip0", {})).code == ErrorCode::WORKER_DIED);
+    for (int i = 0; i < 200 && sup.status()[0].state != daemon::WorkerState::DEAD; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    REQUIRE(sup.status()[0].state == daemon::WorkerState::DEAD);
+    try {
+        sup.create_buffer({4096, Backend::POSIX_SHM, Access::READWRITE, ""});
+        FAIL("created a buffer nobody can consume");
+    } catch (const daemon::RequestError& e) {
+        CHECK(e.code() == ErrorCode::NO_CONSUMER);
+    }
+}
+
+TEST_CASE("sim_vmm buffers reach sim chips by file descriptor and never subs", "[daemon]") {
+    TempDir state;
+    Supervisor sup(l3_options(state.path, 2, 1));
+    sup.start();
+    const auto dev = sup.create_buffer({64 * sizeof(float), Backend::SIM_VMM, Access::READWRITE, "chip1"});
+    CHECK(Backend{dev.backend} == Backend::SIM_VMM);
+    CHECK(dev.device == 1);
+    const auto host = sup.create_buffer({64 * sizeof(float), Backend::POSIX_SHM, Access::READWRITE, ""});
+    REQUIRE(sup.run(task("iota", "chip1", {arg(dev, TensorTag::OUTPUT, DataType::FLOAT32, {64})})).ok());
+    REQUIRE(sup.run(task("scale", "chip0", {arg(dev, TensorTag::INOUT, DataType::FLOAT32, {64})},
+                         {ScalarArg::f32(3.0f)}))
+                .ok());
+    REQUIRE(sup.run(task("copy", "chip1",
+                         {arg(dev, TensorTag::INPUT, DataType::FLOAT32, {64}),
+                          arg(host, TensorTag::OUTPUT, DataType::FLOAT32, {64})}))
+                .ok());
+    auto mapped = map_shm(host);
+    const auto* v = reinterpret_cast<const float*>(mapped.data());
+    for (int i = 0; i < 64; ++i) {
+        REQUIRE(v[i] == 3.0f * static_cast<float>(i));
+    }
+    const auto r = sup.run(task("iota", "sub0", {arg(dev, TensorTag::OUTPUT, DataType::FLOAT32, {64})}));
+    CHECK(r.code == ErrorCode::UNREACHABLE_BUFFER);
+}
