@@ -77,23 +77,36 @@ BufferDescriptor BufferRegistry::create_posix_shm(std::uint64_t nbytes, Access a
     Slot& slot = slots_[id.buffer_id - 1];
     slot.generation = id.generation;
     slot.live = true;
-    slot.info = {d, creator};
+    slot.info = {d, creator, {}};
     return d;
 }
 
 BufferDescriptor BufferRegistry::create_sim_vmm(std::uint64_t nbytes, Access access, std::uint32_t device,
                                                 const std::string& creator) {
+    return create_vmm(nbytes, access, device, {}, creator);
+}
+
+BufferDescriptor BufferRegistry::create_symmetric_sim(std::uint64_t nbytes, Access access, std::uint32_t device,
+                                                      std::vector<std::string> world, const std::string& creator) {
+    return create_vmm(nbytes, access, device, std::move(world), creator);
+}
+
+BufferDescriptor BufferRegistry::create_vmm(std::uint64_t nbytes, Access access, std::uint32_t device,
+                                                    std::vector<std::string> world, const std::string& creator) {
     std::lock_guard lock(mu_);
     const CanonicalIdentity id = mint_locked();
     try {
         const BufferDescriptor d = make_vmm_descriptor(Backend::SIM_VMM, id, nbytes, access, device);
-        ipc::UniqueFd fd(ipc::sys_check(::memfd_create("canopy-sim-vmm", MFD_CLOEXEC), "memfd_create"));
-        ipc::sys_check(::ftruncate(fd.get(), static_cast<off_t>(nbytes)), "ftruncate(memfd)");
+        std::vector<ipc::UniqueFd> fds;
+        for (std::size_t r = 0; r < std::max<std::size_t>(world.size(), 1); ++r) {
+            fds.emplace_back(ipc::sys_check(::memfd_create("canopy-sim-vmm", MFD_CLOEXEC), "memfd_create"));
+            ipc::sys_check(::ftruncate(fds.back().get(), static_cast<off_t>(nbytes)), "ftruncate(memfd)");
+        }
         Slot& slot = slots_[id.buffer_id - 1];
         slot.generation = id.generation;
         slot.live = true;
-        slot.info = {d, creator};
-        slot.fd = std::move(fd);
+        slot.info = {d, creator, std::move(world)};
+        slot.fds = std::move(fds);
         return d;
     } catch (...) {
         free_slots_.push_back(static_cast<std::uint32_t>(id.buffer_id - 1));
@@ -117,7 +130,7 @@ std::optional<std::string> BufferRegistry::release(const CanonicalIdentity& id) 
             failure = "shm_unlink(/" + name + "): " + std::strerror(err) + "; kept in the journal for the next start";
         }
     }
-    slot.fd.reset();
+    slot.fds.clear();
     slot.live = false;
     free_slots_.push_back(static_cast<std::uint32_t>(id.buffer_id - 1));
     return failure;
@@ -177,12 +190,16 @@ std::vector<BufferInfo> BufferRegistry::list() const {
     return out;
 }
 
-ipc::UniqueFd BufferRegistry::dup_fd(const CanonicalIdentity& id) const {
+std::vector<ipc::UniqueFd> BufferRegistry::dup_fds(const CanonicalIdentity& id) const {
     std::lock_guard lock(mu_);
-    if (lookup_locked(id) != BufferLookup::LIVE || !slots_[id.buffer_id - 1].fd) {
-        return {};
+    std::vector<ipc::UniqueFd> out;
+    if (lookup_locked(id) != BufferLookup::LIVE) {
+        return out;
     }
-    return ipc::UniqueFd(::fcntl(slots_[id.buffer_id - 1].fd.get(), F_DUPFD_CLOEXEC, 0));
+    for (const auto& fd : slots_[id.buffer_id - 1].fds) {
+        out.emplace_back(ipc::sys_check(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 0), "fcntl(F_DUPFD_CLOEXEC)"));
+    }
+    return out;
 }
 
 } // namespace canopy::daemon

@@ -11,6 +11,7 @@
 
 #include "daemon/journal.h"
 #include "ipc/unique_fd.h"
+#include "protocol/tensor.h"
 #include "protocol/descriptor.h"
 
 #include <cstdint>
@@ -26,7 +27,8 @@ enum class BufferLookup { LIVE, STALE, UNKNOWN };
 
 struct BufferInfo {
     BufferDescriptor descriptor;
-    std::string creator; // worker path that created it ("/" for the supervisor)
+    std::string creator;            // worker path that created it ("/" for the supervisor)
+    std::vector<std::string> world; // symmetric buffers: the chips of ranks 0..n-1; empty otherwise
 };
 
 class BufferRegistry {
@@ -42,6 +44,11 @@ public:
     BufferDescriptor create_sim_vmm(std::uint64_t nbytes, Access access, std::uint32_t device,
                                     const std::string& creator);
 
+    // Creates a symmetric SIM_VMM buffer: one zero-filled memfd per rank of `world` (chip paths, rank
+    // order), one identity. The descriptor names the device of rank 0.
+    BufferDescriptor create_symmetric_sim(std::uint64_t nbytes, Access access, std::uint32_t device,
+                                          std::vector<std::string> world, const std::string& creator);
+
     // Releases a live buffer: unlinks its object (POSIX_SHM) or closes its fd (SIM_VMM), bumps the slot's
     // generation. Returns an error message when the unlink failed (the journal keeps the entry), nullopt
     // on success. Throws std::out_of_range when the identity is not live.
@@ -52,8 +59,8 @@ public:
     BufferLookup lookup(const CanonicalIdentity& id) const;
     std::optional<BufferInfo> find(const CanonicalIdentity& id) const;
     std::vector<BufferInfo> list() const;
-    // A dup of the memfd of a live SIM_VMM buffer; empty when none.
-    ipc::UniqueFd dup_fd(const CanonicalIdentity& id) const;
+    // Dups of the memfds of a live SIM_VMM buffer (one, or one per rank); empty when none.
+    std::vector<ipc::UniqueFd> dup_fds(const CanonicalIdentity& id) const;
 
     Journal& journal() noexcept { return journal_; }
 
@@ -62,10 +69,12 @@ private:
         std::uint32_t generation = 0; // of the live or last released buffer
         bool live = false;
         BufferInfo info{};
-        ipc::UniqueFd fd; // SIM_VMM backing
+        std::vector<ipc::UniqueFd> fds; // SIM_VMM backing: one, or one per rank
     };
 
     CanonicalIdentity mint_locked();
+    BufferDescriptor create_vmm(std::uint64_t nbytes, Access access, std::uint32_t device,
+                                        std::vector<std::string> world, const std::string& creator);
     BufferLookup lookup_locked(const CanonicalIdentity& id) const;
 
     mutable std::mutex mu_;

@@ -304,7 +304,7 @@ void Supervisor::control_loop(ChildSlot& slot, Incarnation& inc) {
             break;
         }
         case ipc::ChildMessageType::FD_REQUEST:
-            serve_fd_request(inc, m.descriptor);
+            serve_fd_request(slot, inc, m.descriptor);
             break;
         default:
             break;
@@ -313,9 +313,10 @@ void Supervisor::control_loop(ChildSlot& slot, Incarnation& inc) {
     }
 }
 
-void Supervisor::serve_fd_request(Incarnation& inc, const BufferDescriptor& d) {
+void Supervisor::serve_fd_request(const ChildSlot& slot, Incarnation& inc, const BufferDescriptor& d) {
     ipc::ChildMessage reply{};
     reply.type = static_cast<std::uint32_t>(ipc::ChildMessageType::FD_REPLY);
+    reply.rank = ipc::NOT_SYMMETRIC;
     auto refuse = [&](ErrorCode code, const std::string& text) {
         reply.code = static_cast<std::uint16_t>(code);
         reply.text_len = static_cast<std::uint16_t>(std::min(text.size(), sizeof reply.text));
@@ -324,19 +325,32 @@ void Supervisor::serve_fd_request(Incarnation& inc, const BufferDescriptor& d) {
     };
     try {
         validate_descriptor(d);
-        const BufferLookup found = buffers_.lookup(d.identity);
-        if (found != BufferLookup::LIVE) {
-            refuse(found == BufferLookup::STALE ? ErrorCode::STALE_BUFFER : ErrorCode::UNKNOWN_BUFFER,
+        const auto info = buffers_.find(d.identity);
+        if (!info || !(info->descriptor == d)) {
+            const bool stale = buffers_.lookup(d.identity) == BufferLookup::STALE;
+            refuse(stale ? ErrorCode::STALE_BUFFER : ErrorCode::UNKNOWN_BUFFER,
                    "buffer " + to_string(d.identity) + " is not live here");
             return;
         }
-        ipc::UniqueFd fd = buffers_.dup_fd(d.identity);
-        if (!fd) {
+        if (!info->world.empty()) {
+            const auto it = std::find(info->world.begin(), info->world.end(), slot.path);
+            if (it == info->world.end()) {
+                refuse(ErrorCode::UNREACHABLE_BUFFER, slot.path + " is not in the world of " + to_string(d.identity));
+                return;
+            }
+            reply.rank = static_cast<std::uint16_t>(it - info->world.begin());
+        }
+        const auto fds = buffers_.dup_fds(d.identity);
+        if (fds.empty() || fds.size() > ipc::MAX_FDS_PER_MESSAGE) {
             refuse(ErrorCode::UNREACHABLE_BUFFER, "buffer " + to_string(d.identity) + " has no file descriptor");
             return;
         }
-        const int fds[1] = {fd.get()};
-        ipc::send_struct(inc.control.get(), reply, fds);
+        std::vector<int> raw;
+        for (const auto& fd : fds) {
+            raw.push_back(fd.get());
+        }
+        reply.world = static_cast<std::uint16_t>(raw.size());
+        ipc::send_struct(inc.control.get(), reply, raw);
     } catch (const WireError& e) {
         refuse(e.code(), e.what());
     } catch (const std::exception& e) {

@@ -48,7 +48,11 @@ struct BufferRequest {
     Backend backend = Backend::POSIX_SHM;
     Access access = Access::READWRITE;
     std::string on; // chip path for device buffers; empty for host buffers
+    std::vector<std::string> world; // symmetric device buffers: the chips of ranks 0..n-1
 };
+
+// Most ranks a symmetric buffer may have (one fd per rank travels in one control message).
+inline constexpr std::size_t MAX_WORLD = 8;
 
 // A request refused before it reached any worker.
 class RequestError : public std::runtime_error {
@@ -107,7 +111,9 @@ private:
     void end_incarnation(ChildSlot& slot, const std::string& why);
     void housekeeping_loop();
     void control_loop(ChildSlot& slot, Incarnation& inc);
-    void serve_fd_request(Incarnation& inc, const BufferDescriptor& d);
+    void serve_fd_request(const ChildSlot& slot, Incarnation& inc, const BufferDescriptor& d);
+    BufferDescriptor create_symmetric(const BufferRequest& request);
+    void check_pe(const TaskRequest& request) const;
 
     // dispatch (supervisor_dispatch.cpp)
     Route resolve(const std::string& worker) const;

@@ -1,5 +1,7 @@
 #include "daemon/supervisor.h"
 
+#include <algorithm>
+
 namespace canopy::daemon {
 namespace {
 
@@ -27,6 +29,9 @@ BufferDescriptor Supervisor::create_buffer(const BufferRequest& request) {
     if (request.backend == Backend::FORK_SHM || request.backend == Backend::FORK_COW) {
         throw RequestError(ErrorCode::BAD_REQUEST, std::string(to_string(request.backend)) +
                                                        " arenas come from the config's preload list");
+    }
+    if (!request.world.empty()) {
+        return create_symmetric(request);
     }
     ChildSlot* on = nullptr;
     if (!request.on.empty() && request.on != "/" && request.on != options_.path) {
@@ -63,6 +68,38 @@ BufferDescriptor Supervisor::create_buffer(const BufferRequest& request) {
     throw RequestError(ErrorCode::UNREACHABLE_BUFFER,
                        std::string(to_string(request.backend)) + " buffers are created by cuda chip workers, which "
                                                                  "this build does not run yet");
+}
+
+BufferDescriptor Supervisor::create_symmetric(const BufferRequest& request) {
+    if (request.backend != Backend::SIM_VMM) {
+        throw RequestError(ErrorCode::BAD_REQUEST, std::string("symmetric buffers of backend ") +
+                                                       to_string(request.backend) + " are not available here");
+    }
+    if (request.world.size() > MAX_WORLD) {
+        throw RequestError(ErrorCode::BAD_REQUEST, "a world has at most " + std::to_string(MAX_WORLD) + " chips");
+    }
+    std::vector<std::string> paths;
+    std::uint32_t device = 0;
+    for (const std::string& chip : request.world) {
+        const Route route = resolve(chip);
+        if (route.slot->spec.kind == ChildKind::NODE) {
+            throw RequestError(ErrorCode::BAD_REQUEST, "'" + chip + "' is not a chip of " + options_.path);
+        }
+        if (std::find(paths.begin(), paths.end(), route.slot->path) != paths.end()) {
+            throw RequestError(ErrorCode::BAD_REQUEST, "'" + chip + "' appears twice in the world");
+        }
+        std::lock_guard lock(route.slot->mu);
+        const bool alive = route.slot->state != WorkerState::DEAD && route.slot->state != WorkerState::STOPPED;
+        if (!alive || !consumes(route.slot->spec.kind, request.backend)) {
+            throw RequestError(ErrorCode::NO_CONSUMER, route.slot->path + " cannot hold a copy of a " +
+                                                           to_string(request.backend) + " buffer");
+        }
+        if (paths.empty()) {
+            device = route.slot->spec.device;
+        }
+        paths.push_back(route.slot->path);
+    }
+    return buffers_.create_symmetric_sim(request.nbytes, request.access, device, std::move(paths), options_.path);
 }
 
 std::optional<std::string> Supervisor::release_buffer(const CanonicalIdentity& id) {

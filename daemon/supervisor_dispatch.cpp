@@ -91,6 +91,7 @@ void Supervisor::check_request(const Route& route, const TaskRequest& request) c
         check_access(arg, i);
         bound.push_back({&arg.tensor, arg.tag, nullptr});
     }
+    check_pe(request);
     try {
         const kernels::KernelCall call{request.kernel, bound, request.args.scalars, nullptr};
         kernels::check_builtin(worker_kind(route.worker_kind), call, options_.fault_kernels);
@@ -118,6 +119,15 @@ void Supervisor::check_buffer(const Route& route, const BufferDescriptor& d, std
     } else if (options_.path == "/") {
         throw RequestError(ErrorCode::UNKNOWN_BUFFER, arg_name(i) + ": no buffer " + to_string(d.identity));
     }
+    if (ours) {
+        const auto info = buffers_.find(d.identity);
+        if (!info->world.empty() && std::find(info->world.begin(), info->world.end(),
+                                              route.slot ? route.slot->path : std::string()) == info->world.end()) {
+            throw RequestError(ErrorCode::UNREACHABLE_BUFFER, arg_name(i) + ": symmetric buffer " +
+                                                                  to_string(d.identity) + " has no copy on " +
+                                                                  (route.slot ? route.slot->path : std::string("?")));
+        }
+    }
     if (AddressSpace{d.address_space} == AddressSpace::DEVICE) {
         const bool chip_here = !route.slot || route.slot->spec.kind != ChildKind::NODE;
         const bool matching = (Backend{d.backend} == Backend::SIM_VMM && route.worker_kind == ChildKind::SIM_CHIP) ||
@@ -127,6 +137,24 @@ void Supervisor::check_buffer(const Route& route, const BufferDescriptor& d, std
                                                                   " buffer cannot be reached from " +
                                                                   (route.slot ? route.slot->path : std::string("?")));
         }
+    }
+}
+
+// A constant PE argument (peer_read's int64 scalar) must name a rank of the symmetric buffer's world.
+void Supervisor::check_pe(const TaskRequest& request) const {
+    if (request.kernel != "peer_read" || request.args.tensors.empty() || request.args.scalars.empty()) {
+        return;
+    }
+    const auto info = buffers_.find(request.args.tensors[0].tensor.buffer.identity);
+    if (!info || info->world.empty()) {
+        return; // the kernel check refuses peer_read over a buffer that is not symmetric
+    }
+    const ScalarArg& pe = request.args.scalars[0];
+    const std::int64_t value = pe.to_int64();
+    if (pe.kind != ScalarKind::INT64 || value < 0 || static_cast<std::uint64_t>(value) >= info->world.size()) {
+        throw RequestError(ErrorCode::PE_OUT_OF_RANGE, "peer_read: pe " + std::to_string(value) +
+                                                           " is out of range for a world of " +
+                                                           std::to_string(info->world.size()));
     }
 }
 

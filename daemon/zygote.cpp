@@ -11,7 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
+#include <stdio_ext.h>
 #include <set>
 #include <vector>
 
@@ -177,6 +179,9 @@ Zygote Zygote::start(ChildMain child_main) {
     if (pid == 0) {
         die_with_parent(parent);
         reset_signal_handlers();
+        // Output the supervisor had buffered but not written belongs to the supervisor alone.
+        __fpurge(stdout);
+        __fpurge(stderr);
         ::prctl(PR_SET_NAME, "canopy-zygote");
         ours.reset();
         ZygoteLoop loop(theirs.release(), std::move(child_main));

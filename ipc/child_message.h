@@ -3,7 +3,8 @@
 // tasks, this socket carries everything that needs a file descriptor or happens outside a task.
 //   child -> parent  READY       the child finished its set-up and serves its mailbox
 //   child -> parent  FD_REQUEST  the memfd / VMM fd of `descriptor`, by identity
-//   parent -> child  FD_REPLY    code OK with the fd attached, or an error code and text
+//   parent -> child  FD_REPLY    code OK with the fd attached (one per rank of a symmetric buffer, in
+//                                rank order, with the requester's rank), or an error code and text
 //   child -> parent  FATAL       the child cannot serve (text says why) and exits; it is not restarted
 // Every message is one ChildMessage; a receiver refuses any other length or an unknown type.
 
@@ -21,10 +22,14 @@ struct ChildMessage {
     std::int32_t pid;
     std::uint16_t code; // ErrorCode for FD_REPLY
     std::uint16_t text_len;
-    std::uint32_t reserved;
+    std::uint16_t world; // FD_REPLY: number of fds attached (ranks of a symmetric buffer, else 1)
+    std::uint16_t rank;  // FD_REPLY of a symmetric buffer: the requester's rank
     BufferDescriptor descriptor;
     char text[256];
 };
 static_assert(std::is_trivially_copyable_v<ChildMessage>);
+
+// ChildMessage::rank of an FD_REPLY for a buffer that is not symmetric.
+inline constexpr std::uint16_t NOT_SYMMETRIC = 0xffff;
 
 } // namespace canopy::ipc

@@ -69,30 +69,17 @@ void ImportRegistry::check_generation(const BufferDescriptor& d) {
 std::byte* ImportRegistry::map_new(const BufferDescriptor& d) {
     switch (Backend{d.backend}) {
     case Backend::POSIX_SHM: {
-        Entry e{d, {}, nullptr};
+        Entry e{d, {}, nullptr, {}, {}};
         std::byte* base = map_posix_shm(d, e);
         entries_.emplace(d.identity, std::move(e));
         return base;
     }
-    case Backend::SIM_VMM: {
-        if (!fd_source_) {
-            throw ImportError(ErrorCode::UNREACHABLE_BUFFER, describe(d) + " cannot be reached from this worker");
-        }
-        ipc::UniqueFd fd = fd_source_(d);
-        struct stat st {};
-        ipc::sys_check(::fstat(fd.get(), &st), "fstat");
-        if (static_cast<std::uint64_t>(st.st_size) < d.nbytes) {
-            throw ImportError(ErrorCode::INVALID_DESCRIPTOR, describe(d) + " backing is smaller than nbytes");
-        }
-        auto region = ipc::MappedRegion::map_shared(fd.get(), d.nbytes, grants_write(Access{d.access}));
-        std::byte* base = region.data();
-        entries_.emplace(d.identity, Entry{d, std::move(region), base});
-        return base;
-    }
+    case Backend::SIM_VMM:
+        return map_vmm(d);
     case Backend::FORK_SHM:
     case Backend::FORK_COW: {
         std::byte* base = map_fork(d);
-        entries_.emplace(d.identity, Entry{d, {}, base});
+        entries_.emplace(d.identity, Entry{d, {}, base, {}, {}});
         return base;
     }
     case Backend::CUDA_VMM:
@@ -127,6 +114,55 @@ std::byte* ImportRegistry::map_posix_shm(const BufferDescriptor& d, Entry& e) {
     e.region = ipc::MappedRegion::map_shared(fd, d.nbytes, writable);
     e.base = e.region.data();
     return e.base;
+}
+
+std::byte* ImportRegistry::map_vmm(const BufferDescriptor& d) {
+    if (!fd_source_) {
+        throw ImportError(ErrorCode::UNREACHABLE_BUFFER, describe(d) + " cannot be reached from this worker");
+    }
+    VmmFds got = fd_source_(d);
+    if (got.fds.empty() || (!got.symmetric && got.fds.size() != 1) || got.rank >= got.fds.size()) {
+        throw ImportError(ErrorCode::UNREACHABLE_BUFFER, describe(d) + ": the parent sent " +
+                                                             std::to_string(got.fds.size()) + " fds for rank " +
+                                                             std::to_string(got.rank));
+    }
+    const bool writable = grants_write(Access{d.access});
+    Entry e{d, {}, nullptr, {}, {}};
+    for (std::size_t r = 0; r < got.fds.size(); ++r) {
+        struct stat st {};
+        ipc::sys_check(::fstat(got.fds[r].get(), &st), "fstat");
+        if (static_cast<std::uint64_t>(st.st_size) < d.nbytes) {
+            throw ImportError(ErrorCode::INVALID_DESCRIPTOR,
+                              describe(d) + ": rank " + std::to_string(r) + " backing is smaller than nbytes");
+        }
+        // Peers' copies are read through the table; only the own copy takes the write grant.
+        e.peer_regions.push_back(ipc::MappedRegion::map_shared(got.fds[r].get(), d.nbytes, writable && r == got.rank));
+    }
+    e.base = e.peer_regions[got.rank].data();
+    if (got.symmetric) {
+        e.peers.rank = got.rank;
+        for (const auto& region : e.peer_regions) {
+            e.peers.bases.push_back(region.data());
+        }
+        // The local slot is the own mapping; no entry is null; no two entries alias.
+        e.peers.bases[got.rank] = e.base;
+        for (std::size_t r = 0; r < e.peers.bases.size(); ++r) {
+            for (std::size_t q = 0; q < r; ++q) {
+                if (e.peers.bases[r] == nullptr || e.peers.bases[r] == e.peers.bases[q]) {
+                    throw ImportError(ErrorCode::UNREACHABLE_BUFFER, describe(d) + ": peer table entry " +
+                                                                         std::to_string(r) + " is invalid");
+                }
+            }
+        }
+    }
+    std::byte* base = e.base;
+    entries_.emplace(d.identity, std::move(e));
+    return base;
+}
+
+const PeerBases* ImportRegistry::peers(const CanonicalIdentity& id) const {
+    const auto it = entries_.find(id);
+    return it == entries_.end() || it->second.peers.bases.empty() ? nullptr : &it->second.peers;
 }
 
 std::byte* ImportRegistry::map_fork(const BufferDescriptor& d) {

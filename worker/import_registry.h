@@ -20,6 +20,7 @@
 #include "protocol/error.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -38,8 +39,23 @@ private:
     ErrorCode code_;
 };
 
-// Fetches the fd of a VMM buffer from the parent by identity; throws ImportError when it cannot.
-using FdSource = std::function<ipc::UniqueFd(const BufferDescriptor&)>;
+// What the parent hands over for a VMM buffer: one fd, or one per rank of a symmetric buffer with the
+// requester's rank.
+struct VmmFds {
+    std::vector<ipc::UniqueFd> fds;
+    bool symmetric = false;
+    std::uint32_t rank = 0;
+};
+
+// Fetches the fds of a VMM buffer from the parent by identity; throws ImportError when it cannot.
+using FdSource = std::function<VmmFds(const BufferDescriptor&)>;
+
+// The peer table of a symmetric buffer in this process: bases[r] is rank r's copy; bases[rank] is the
+// process's own mapping. Every entry is non-null and distinct (checked when built).
+struct PeerBases {
+    std::vector<std::byte*> bases;
+    std::uint32_t rank = 0;
+};
 
 // The POSIX shm name (without '/') derived from an identity: "cnpy" + 8 hex digits of the owner
 // instance + "-" + hex buffer id + "-" + hex generation. At most 31 bytes for buffer ids below 2^32.
@@ -52,6 +68,9 @@ public:
     // Host address of byte 0 of the buffer. Throws ImportError (STALE_BUFFER, UNKNOWN_BUFFER,
     // INVALID_DESCRIPTOR, UNREACHABLE_BUFFER).
     std::byte* materialize(const BufferDescriptor& d);
+
+    // The peer table of a materialized symmetric buffer; nullptr for any other buffer.
+    const PeerBases* peers(const CanonicalIdentity& id) const;
 
     // Drops the mapping of this identity (and every older generation of its slot); no-op if absent.
     void release(const CanonicalIdentity& id);
@@ -66,11 +85,14 @@ private:
         BufferDescriptor descriptor;
         ipc::MappedRegion region; // empty for fork arenas
         std::byte* base;
+        std::vector<ipc::MappedRegion> peer_regions; // symmetric buffers: every rank's copy
+        PeerBases peers;
     };
 
     std::byte* map_new(const BufferDescriptor& d);
     std::byte* map_posix_shm(const BufferDescriptor& d, Entry& e);
     std::byte* map_fork(const BufferDescriptor& d);
+    std::byte* map_vmm(const BufferDescriptor& d);
     void check_generation(const BufferDescriptor& d);
 
     FdSource fd_source_;

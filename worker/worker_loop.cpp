@@ -23,7 +23,7 @@ struct TaskOutcome {
 };
 
 // Asks the parent for the fd of a VMM buffer and waits for the reply on the control socket.
-ipc::UniqueFd request_fd(int control, const BufferDescriptor& d) {
+VmmFds request_fds(int control, const BufferDescriptor& d) {
     ipc::ChildMessage request{};
     request.type = static_cast<std::uint32_t>(ipc::ChildMessageType::FD_REQUEST);
     request.pid = ::getpid();
@@ -35,19 +35,24 @@ ipc::UniqueFd request_fd(int control, const BufferDescriptor& d) {
     if (n != sizeof reply || reply.type != static_cast<std::uint32_t>(ipc::ChildMessageType::FD_REPLY)) {
         throw ImportError(ErrorCode::UNREACHABLE_BUFFER, "parent sent no fd reply for " + to_string(d.identity));
     }
-    if (reply.code != 0 || fds.size() != 1) {
+    if (reply.code != 0 || fds.empty() || fds.size() != reply.world) {
         const auto len = std::min<std::size_t>(reply.text_len, sizeof reply.text);
-        throw ImportError(reply.code != 0 ? static_cast<ErrorCode>(reply.code) : ErrorCode::UNREACHABLE_BUFFER,
-                          std::string(reply.text, len));
+        throw ImportError(reply.code != 0 && reply.code <= ERROR_CODE_MAX ? static_cast<ErrorCode>(reply.code)
+                                                                          : ErrorCode::UNREACHABLE_BUFFER,
+                          "fd request for " + to_string(d.identity) + ": " + std::string(reply.text, len));
     }
-    return std::move(fds[0]);
+    VmmFds out;
+    out.fds = std::move(fds);
+    out.symmetric = reply.rank != ipc::NOT_SYMMETRIC;
+    out.rank = out.symmetric ? reply.rank : 0;
+    return out;
 }
 
 class Worker {
 public:
     Worker(const WorkerSpec& spec, ipc::UniqueFd mailbox, ipc::UniqueFd control)
         : spec_(spec), control_(std::move(control)), mailbox_(mailbox.get(), spec.generation),
-          imports_([this](const BufferDescriptor& d) { return request_fd(control_.get(), d); }) {}
+          imports_([this](const BufferDescriptor& d) { return request_fds(control_.get(), d); }) {}
 
     int serve() {
         announce_ready();
@@ -89,7 +94,7 @@ private:
             if (!kernel.empty() && kernel[0] == '@') {
                 return {ErrorCode::UNKNOWN_KERNEL, "unknown control frame " + std::string(kernel)};
             }
-            const kernels::KernelCall call{kernel, bound_, args_.scalars, nullptr};
+            const kernels::KernelCall call{kernel, bound_, args_.scalars, peer_table()};
             kernels::run_builtin(spec_.kind, call, spec_.fault_kernels);
             return {};
         } catch (const WireError& e) {
@@ -101,6 +106,19 @@ private:
         } catch (const std::exception& e) {
             return {ErrorCode::KERNEL_FAILED, std::string(kernel) + ": " + e.what()};
         }
+    }
+
+    // The peer table of tensors[0] when it is over a symmetric buffer.
+    const kernels::PeerTable* peer_table() {
+        if (args_.tensors.empty()) {
+            return nullptr;
+        }
+        const PeerBases* peers = imports_.peers(args_.tensors[0].tensor.buffer.identity);
+        if (peers == nullptr) {
+            return nullptr;
+        }
+        table_ = kernels::PeerTable{peers->bases, peers->rank};
+        return &table_;
     }
 
     void bind_arguments() {
@@ -127,6 +145,7 @@ private:
     ImportRegistry imports_;
     TaskArgs args_;
     std::vector<kernels::BoundTensor> bound_;
+    kernels::PeerTable table_{};
 };
 
 } // namespace

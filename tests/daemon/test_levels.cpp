@@ -16,7 +16,7 @@ TEST_CASE("an L4 supervisor runs tasks on the workers of its nested L3 nodes wit
     sup.start();
     const auto status = sup.status();
     REQUIRE(status.size() == 3); // sub0, node0, node1
-    const auto buf = sup.create_buffer({32 * sizeof(double), Backend::POSIX_SHM, Access::READWRITE, ""});
+    const auto buf = sup.create_buffer({32 * sizeof(double), Backend::POSIX_SHM, Access::READWRITE, "", {}});
     auto host = map_shm(buf);
     auto* v = reinterpret_cast<double*>(host.data());
     for (const char* worker : {"/sub0", "/node0/chip0", "node0/chip1", "/node0/sub1", "/node1/chip1", "/node1/sub0"}) {
@@ -44,11 +44,11 @@ TEST_CASE("an L4 whose children are only L3 nodes creates shm buffers", "[daemon
     TempDir state;
     Supervisor sup(l4_options(state.path, 1, 0));
     sup.start();
-    const auto buf = sup.create_buffer({4096, Backend::POSIX_SHM, Access::READWRITE, ""});
+    const auto buf = sup.create_buffer({4096, Backend::POSIX_SHM, Access::READWRITE, "", {}});
     CHECK(Backend{buf.backend} == Backend::POSIX_SHM);
     CHECK(sup.run(task("iota", "/node0/chip0", {arg(buf, TensorTag::OUTPUT, DataType::INT32, {1024})})).ok());
     try {
-        sup.create_buffer({4096, Backend::SIM_VMM, Access::READWRITE, ""});
+        sup.create_buffer({4096, Backend::SIM_VMM, Access::READWRITE, "", {}});
         FAIL("an L4 created a device buffer");
     } catch (const daemon::RequestError& e) {
         CHECK(e.code() == ErrorCode::NO_CONSUMER);
@@ -68,7 +68,7 @@ TEST_CASE("create_buffer on a node whose children are all dead fails with NO_CON
     }
     REQUIRE(sup.status()[0].state == daemon::WorkerState::DEAD);
     try {
-        sup.create_buffer({4096, Backend::POSIX_SHM, Access::READWRITE, ""});
+        sup.create_buffer({4096, Backend::POSIX_SHM, Access::READWRITE, "", {}});
         FAIL("created a buffer nobody can consume");
     } catch (const daemon::RequestError& e) {
         CHECK(e.code() == ErrorCode::NO_CONSUMER);
@@ -79,10 +79,10 @@ TEST_CASE("sim_vmm buffers reach sim chips by file descriptor and never subs", "
     TempDir state;
     Supervisor sup(l3_options(state.path, 2, 1));
     sup.start();
-    const auto dev = sup.create_buffer({64 * sizeof(float), Backend::SIM_VMM, Access::READWRITE, "chip1"});
+    const auto dev = sup.create_buffer({64 * sizeof(float), Backend::SIM_VMM, Access::READWRITE, "chip1", {}});
     CHECK(Backend{dev.backend} == Backend::SIM_VMM);
     CHECK(dev.device == 1);
-    const auto host = sup.create_buffer({64 * sizeof(float), Backend::POSIX_SHM, Access::READWRITE, ""});
+    const auto host = sup.create_buffer({64 * sizeof(float), Backend::POSIX_SHM, Access::READWRITE, "", {}});
     REQUIRE(sup.run(task("iota", "chip1", {arg(dev, TensorTag::OUTPUT, DataType::FLOAT32, {64})})).ok());
     REQUIRE(sup.run(task("scale", "chip0", {arg(dev, TensorTag::INOUT, DataType::FLOAT32, {64})},
                          {ScalarArg::f32(3.0f)}))

@@ -13,7 +13,7 @@ TEST_CASE("an L3 supervisor runs built-in kernels on sim chips and subs over sha
     TempDir state;
     Supervisor sup(l3_options(state.path, 2, 2));
     sup.start();
-    const auto buf = sup.create_buffer({64 * sizeof(float), Backend::POSIX_SHM, Access::READWRITE, ""});
+    const auto buf = sup.create_buffer({64 * sizeof(float), Backend::POSIX_SHM, Access::READWRITE, "", {}});
     auto host = map_shm(buf);
     auto* values = reinterpret_cast<float*>(host.data());
 
@@ -49,7 +49,7 @@ TEST_CASE("a task naming an unknown worker or kernel is refused before dispatch"
     TempDir state;
     Supervisor sup(l3_options(state.path, 1, 1));
     sup.start();
-    const auto buf = sup.create_buffer({64, Backend::POSIX_SHM, Access::READWRITE, ""});
+    const auto buf = sup.create_buffer({64, Backend::POSIX_SHM, Access::READWRITE, "", {}});
     auto r = sup.run(task("iota", "chip7", {arg(buf, TensorTag::OUTPUT, DataType::FLOAT32, {16})}));
     CHECK(r.code == ErrorCode::UNKNOWN_WORKER);
     CHECK_THAT(r.message, Catch::Contains("chip7"));
@@ -66,7 +66,7 @@ TEST_CASE("access beyond the grant is refused with ACCESS_DENIED", "[daemon]") {
     TempDir state;
     Supervisor sup(l3_options(state.path, 1, 0));
     sup.start();
-    const auto ro = sup.create_buffer({64, Backend::POSIX_SHM, Access::READ, ""});
+    const auto ro = sup.create_buffer({64, Backend::POSIX_SHM, Access::READ, "", {}});
     auto r = sup.run(task("iota", "chip0", {arg(ro, TensorTag::OUTPUT, DataType::FLOAT32, {16})}));
     CHECK(r.code == ErrorCode::ACCESS_DENIED);
     CHECK_THAT(r.message, Catch::Contains("args[0]") && Catch::Contains("write"));
