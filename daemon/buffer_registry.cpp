@@ -77,7 +77,7 @@ BufferDescriptor BufferRegistry::create_posix_shm(std::uint64_t nbytes, Access a
     Slot& slot = slots_[id.buffer_id - 1];
     slot.generation = id.generation;
     slot.live = true;
-    slot.info = {d, creator, {}};
+    slot.info = {d, creator, {}, {}};
     return d;
 }
 
@@ -105,7 +105,7 @@ BufferDescriptor BufferRegistry::create_vmm(std::uint64_t nbytes, Access access,
         Slot& slot = slots_[id.buffer_id - 1];
         slot.generation = id.generation;
         slot.live = true;
-        slot.info = {d, creator, std::move(world)};
+        slot.info = {d, creator, std::move(world), {}};
         slot.fds = std::move(fds);
         return d;
     } catch (...) {
@@ -114,12 +114,39 @@ BufferDescriptor BufferRegistry::create_vmm(std::uint64_t nbytes, Access access,
     }
 }
 
+BufferDescriptor BufferRegistry::register_arena(const std::string& name, Backend backend, std::uintptr_t base,
+                                                std::size_t length) {
+    std::lock_guard lock(mu_);
+    const CanonicalIdentity id = mint_locked();
+    const Access access = backend == Backend::FORK_COW ? Access::READ : Access::READWRITE;
+    const BufferDescriptor d = make_fork_descriptor(backend, id, length, access, base);
+    Slot& slot = slots_[id.buffer_id - 1];
+    slot.generation = id.generation;
+    slot.live = true;
+    slot.info = {d, "/", {}, name};
+    return d;
+}
+
+std::optional<BufferInfo> BufferRegistry::find_arena(const std::string& name) const {
+    std::lock_guard lock(mu_);
+    for (const Slot& slot : slots_) {
+        if (slot.live && !slot.info.name.empty() && slot.info.name == name) {
+            return slot.info;
+        }
+    }
+    return std::nullopt;
+}
+
 std::optional<std::string> BufferRegistry::release(const CanonicalIdentity& id) {
     std::lock_guard lock(mu_);
     if (lookup_locked(id) != BufferLookup::LIVE) {
         throw std::out_of_range("buffer " + to_string(id) + " is not live");
     }
     Slot& slot = slots_[id.buffer_id - 1];
+    if (!slot.info.name.empty()) {
+        throw std::invalid_argument("buffer " + to_string(id) + " is the preloaded arena '" + slot.info.name +
+                                    "', which lives as long as the daemon");
+    }
     std::optional<std::string> failure;
     if (Backend{slot.info.descriptor.backend} == Backend::POSIX_SHM) {
         const std::string name(shm_name(slot.info.descriptor));
@@ -148,6 +175,9 @@ std::vector<std::string> BufferRegistry::release_all() {
     }
     std::vector<std::string> failures;
     for (const auto& id : live) {
+        if (!find(id)->name.empty()) {
+            continue; // preloaded arenas are unmapped with the process, not released
+        }
         if (auto failure = release(id)) {
             failures.push_back(*failure);
         }

@@ -29,6 +29,7 @@ struct BufferInfo {
     BufferDescriptor descriptor;
     std::string creator;            // worker path that created it ("/" for the supervisor)
     std::vector<std::string> world; // symmetric buffers: the chips of ranks 0..n-1; empty otherwise
+    std::string name;               // preloaded arenas: the config's name; empty otherwise
 };
 
 class BufferRegistry {
@@ -49,6 +50,10 @@ public:
     BufferDescriptor create_symmetric_sim(std::uint64_t nbytes, Access access, std::uint32_t device,
                                           std::vector<std::string> world, const std::string& creator);
 
+    // Registers a preloaded arena (FORK_SHM read-write, FORK_COW read-only) as a live buffer that is
+    // never released.
+    BufferDescriptor register_arena(const std::string& name, Backend backend, std::uintptr_t base, std::size_t length);
+
     // Releases a live buffer: unlinks its object (POSIX_SHM) or closes its fd (SIM_VMM), bumps the slot's
     // generation. Returns an error message when the unlink failed (the journal keeps the entry), nullopt
     // on success. Throws std::out_of_range when the identity is not live.
@@ -58,6 +63,7 @@ public:
 
     BufferLookup lookup(const CanonicalIdentity& id) const;
     std::optional<BufferInfo> find(const CanonicalIdentity& id) const;
+    std::optional<BufferInfo> find_arena(const std::string& name) const;
     std::vector<BufferInfo> list() const;
     // Dups of the memfds of a live SIM_VMM buffer (one, or one per rank); empty when none.
     std::vector<ipc::UniqueFd> dup_fds(const CanonicalIdentity& id) const;

@@ -135,6 +135,9 @@ int run_child(const SupervisorOptions& options, const SpawnRequest& request, ipc
         ws.path = path;
         ws.generation = request.generation;
         ws.fault_kernels = options.fault_kernels;
+        for (const ArenaView& arena : options.arenas) {
+            ws.arenas.emplace_back(arena.base, arena.length);
+        }
         return worker::run_worker(ws, std::move(mailbox), std::move(control));
     }
     case ChildKind::CUDA_CHIP:

@@ -47,13 +47,16 @@ const char* to_string(WorkerState state) noexcept {
 }
 
 Supervisor::Supervisor(SupervisorOptions options)
-    : options_(std::move(options)),
+    : options_(std::move(options)), arenas_(map_preloads()),
       zygote_(Zygote::start([opts = options_](const SpawnRequest& request, ipc::UniqueFd mailbox,
                                               ipc::UniqueFd control) {
           return run_child(opts, request, std::move(mailbox), std::move(control));
       })),
       buffers_(options_.state_dir / "journal") {
     buffers_.journal().recover();
+    for (const ArenaView& arena : arenas_.views) {
+        buffers_.register_arena(arena.name, arena.backend, arena.base, arena.length);
+    }
     for (std::size_t i = 0; i < options_.children.size(); ++i) {
         auto slot = std::make_unique<ChildSlot>();
         slot->index = static_cast<std::uint32_t>(i);
@@ -61,6 +64,14 @@ Supervisor::Supervisor(SupervisorOptions options)
         slot->path = options_.child_path(slot->spec.name);
         slots_.push_back(std::move(slot));
     }
+}
+
+MappedArenas Supervisor::map_preloads() {
+    MappedArenas mapped = map_arenas(options_.preload);
+    if (!mapped.views.empty()) {
+        options_ = with_arenas(options_, mapped.views);
+    }
+    return mapped;
 }
 
 Supervisor::~Supervisor() {

@@ -11,6 +11,7 @@
 //
 // Thread safety: every public method may be called from any thread after start().
 
+#include "daemon/arenas.h"
 #include "daemon/buffer_registry.h"
 #include "daemon/child_slot.h"
 #include "daemon/supervisor_options.h"
@@ -84,7 +85,8 @@ public:
 
     // Throws RequestError (NO_CONSUMER, UNKNOWN_WORKER, BAD_REQUEST).
     BufferDescriptor create_buffer(const BufferRequest& request);
-    // Throws RequestError (UNKNOWN_BUFFER, STALE_BUFFER). Returns the release problem, if any.
+    // Throws RequestError (UNKNOWN_BUFFER, STALE_BUFFER; BAD_REQUEST for a preloaded arena). Returns the
+    // release problem, if any.
     std::optional<std::string> release_buffer(const CanonicalIdentity& id);
     std::vector<BufferInfo> buffers() const { return buffers_.list(); }
     BufferRegistry& registry() noexcept { return buffers_; }
@@ -118,6 +120,7 @@ private:
     // dispatch (supervisor_dispatch.cpp)
     Route resolve(const std::string& worker) const;
     void check_request(const Route& route, const TaskRequest& request) const;
+    MappedArenas map_preloads();
     void check_buffer(const Route& route, const BufferDescriptor& d, std::size_t i) const;
     void enqueue(ChildSlot& slot, PendingTask task);
     void completion_loop(ChildSlot& slot, Incarnation& inc);
@@ -126,6 +129,7 @@ private:
                          std::vector<std::pair<TaskCallback, TaskResult>>& out);
 
     SupervisorOptions options_;
+    MappedArenas arenas_; // mapped before zygote_ is forked; every process below inherits them
     Zygote zygote_;
     BufferRegistry buffers_;
     std::vector<std::unique_ptr<ChildSlot>> slots_;

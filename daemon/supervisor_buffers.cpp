@@ -15,7 +15,7 @@ bool consumes(ChildKind kind, Backend backend) {
         return kind == ChildKind::CUDA_CHIP;
     case Backend::FORK_SHM:
     case Backend::FORK_COW:
-        return kind != ChildKind::NODE;
+        return true; // inherited at fork by every process below the root
     }
     return false;
 }
@@ -111,7 +111,12 @@ std::optional<std::string> Supervisor::release_buffer(const CanonicalIdentity& i
     case BufferLookup::LIVE:
         break;
     }
-    auto failure = buffers_.release(id);
+    std::optional<std::string> failure;
+    try {
+        failure = buffers_.release(id);
+    } catch (const std::invalid_argument& e) {
+        throw RequestError(ErrorCode::BAD_REQUEST, e.what());
+    }
     broadcast_release(id);
     return failure;
 }

@@ -53,7 +53,20 @@ std::string SupervisorOptions::child_path(const std::string& child_name) const {
 }
 
 SupervisorOptions from_config(const config::Config& config, const std::filesystem::path& state_dir) {
-    return node_options(config.node, "/", state_dir.empty() ? config.state_dir : state_dir, config);
+    SupervisorOptions o = node_options(config.node, "/", state_dir.empty() ? config.state_dir : state_dir, config);
+    o.preload = config.preload;
+    return o;
+}
+
+SupervisorOptions with_arenas(const SupervisorOptions& options, const std::vector<ArenaView>& arenas) {
+    SupervisorOptions o = options;
+    o.arenas = arenas;
+    for (ChildSpec& child : o.children) {
+        if (child.node) {
+            child.node = std::make_shared<const SupervisorOptions>(with_arenas(*child.node, arenas));
+        }
+    }
+    return o;
 }
 
 } // namespace canopy::daemon

@@ -6,6 +6,7 @@
 // Thread safety: plain values, immutable once the supervisor starts.
 
 #include "config/config.h"
+#include "protocol/wire_enum.h"
 
 #include <chrono>
 #include <cstdint>
@@ -20,6 +21,15 @@ enum class ChildKind { SIM_CHIP, CUDA_CHIP, SUB, NODE };
 const char* to_string(ChildKind kind) noexcept;
 
 struct SupervisorOptions;
+
+// An arena mapped by the root supervisor before its zygote fork, at the same address in every process
+// of the tree below it.
+struct ArenaView {
+    std::string name;
+    Backend backend = Backend::FORK_SHM; // FORK_SHM (shared, writable) or FORK_COW (private, read-only)
+    std::uintptr_t base = 0;
+    std::size_t length = 0;
+};
 
 struct ChildSpec {
     std::string name;   // "chip0", "sub1", "node0"
@@ -40,10 +50,15 @@ struct SupervisorOptions {
     std::chrono::milliseconds ready_timeout{30000};
     std::chrono::milliseconds drain_timeout{10000};
     bool fault_kernels = false;
+    std::vector<config::PreloadConfig> preload; // root only: arenas to map before the zygote fork
+    std::vector<ArenaView> arenas;              // every level: the arenas inherited from the root
 
     // The worker path of child `name` below this supervisor ("/chip0", "/node0/chip1").
     std::string child_path(const std::string& child_name) const;
 };
+
+// A copy of `options` in which every level, nested nodes included, lists `arenas`.
+SupervisorOptions with_arenas(const SupervisorOptions& options, const std::vector<ArenaView>& arenas);
 
 // Options for the root supervisor of `config`, with `state_dir` overriding config.state_dir when set.
 SupervisorOptions from_config(const config::Config& config, const std::filesystem::path& state_dir = {});

@@ -52,7 +52,11 @@ class Worker {
 public:
     Worker(const WorkerSpec& spec, ipc::UniqueFd mailbox, ipc::UniqueFd control)
         : spec_(spec), control_(std::move(control)), mailbox_(mailbox.get(), spec.generation),
-          imports_([this](const BufferDescriptor& d) { return request_fds(control_.get(), d); }) {}
+          imports_([this](const BufferDescriptor& d) { return request_fds(control_.get(), d); }) {
+        for (const auto& [base, length] : spec.arenas) {
+            imports_.register_arena(reinterpret_cast<const void*>(base), length);
+        }
+    }
 
     int serve() {
         announce_ready();

@@ -16,6 +16,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace canopy::worker {
 
@@ -24,6 +26,8 @@ struct WorkerSpec {
     std::string path;            // "/chip0", for messages
     std::uint32_t generation = 1;
     bool fault_kernels = false;
+    // Fork-inherited arenas [base, base + length) this process may resolve FORK_* descriptors into.
+    std::vector<std::pair<std::uintptr_t, std::size_t>> arenas;
 };
 
 // Serves the mailbox until the parent requests shutdown or closes the control socket; returns the

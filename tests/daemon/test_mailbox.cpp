@@ -106,3 +106,20 @@ TEST_CASE("a frame whose kernel the worker does not offer fails with UNKNOWN_KER
     c = w.run("@noop", blob);
     CHECK(c.code == ErrorCode::OK);
 }
+
+TEST_CASE("a fork descriptor whose base lies outside every inherited arena is refused", "[daemon][mailbox]") {
+    TempDir state;
+    daemon::BufferRegistry registry(state.path / "journal");
+    RawWorker w;
+    CanonicalIdentity id{};
+    id.owner_instance = registry.owner_instance();
+    id.buffer_id = 9;
+    id.generation = 1;
+    const auto forged = make_fork_descriptor(Backend::FORK_SHM, id, 64, Access::READWRITE, 0x10000);
+    TaskArgs args;
+    args.tensors.push_back({make_tensor(forged, DataType::FLOAT32, {16}), TensorTag::OUTPUT});
+    args.scalars.push_back(ScalarArg::f32(1.0f));
+    const auto c = w.run("fill", encode_task_args(args));
+    CHECK(c.code == ErrorCode::UNREACHABLE_BUFFER);
+    CHECK_THAT(c.message, Catch::Contains("outside every arena"));
+}
