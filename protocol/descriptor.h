@@ -17,7 +17,8 @@
 //  60  reserved2      zero
 //  64  body[32]       backend-specific; bytes past body_len are zero
 // Body schemas:
-//   POSIX_SHM           the shm name without the leading '/': 1..31 printable ASCII bytes, no '/'
+//   POSIX_SHM           the shm name without the leading '/': 1..31 bytes in 0x21..0x7e (printable
+//                       ASCII without space), no '/'
 //   FORK_SHM, FORK_COW  the arena base address: exactly 8 bytes, u64 little-endian, non-zero
 //   CUDA_VMM, SIM_VMM   empty (body_len 0): a VMM buffer travels as a file descriptor, never an address
 // FORK_COW grants READ only.

@@ -14,6 +14,22 @@ namespace {
 
 constexpr char HEX[] = "0123456789abcdef";
 
+// The input as it may appear in a message: at most `limit` bytes, non-printable bytes as \xNN.
+std::string quoted(std::string_view text, std::size_t limit = 80) {
+    std::string out;
+    for (char c : text.substr(0, limit)) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u >= 0x20 && u < 0x7f) {
+            out.push_back(c);
+        } else {
+            out += "\\x";
+            out.push_back(HEX[u >> 4]);
+            out.push_back(HEX[u & 0xf]);
+        }
+    }
+    return out;
+}
+
 [[noreturn]] void malformed(const std::string& problem) {
     throw WireError(ErrorCode::INVALID_DESCRIPTOR, "identity", problem);
 }
@@ -53,11 +69,9 @@ void validate_identity_as(const CanonicalIdentity& id, ErrorCode code, std::stri
     auto fail = [&](const char* field, const char* problem) {
         throw WireError(code, std::string(prefix) + "identity." + field, problem);
     };
-    bool any = false;
-    for (auto byte : id.owner_instance) {
-        any = any || byte != 0;
-    }
-    if (!any) {
+    std::uint64_t halves[2];
+    std::memcpy(halves, id.owner_instance.data(), sizeof halves);
+    if ((halves[0] | halves[1]) == 0) {
         fail("owner_instance", "owner instance must not be all zero");
     }
     if (id.generation == 0) {
@@ -89,11 +103,11 @@ std::string to_string(const CanonicalIdentity& id) {
 CanonicalIdentity parse_identity(std::string_view text) {
     const auto first_dot = text.find('.');
     if (first_dot == std::string_view::npos) {
-        malformed("expected OWNER.BUFFER_ID.GENERATION, got '" + std::string(text.substr(0, 80)) + "'");
+        malformed("expected OWNER.BUFFER_ID.GENERATION, got '" + quoted(text) + "'");
     }
     const auto second_dot = text.find('.', first_dot + 1);
     if (second_dot == std::string_view::npos) {
-        malformed("expected OWNER.BUFFER_ID.GENERATION, got '" + std::string(text.substr(0, 80)) + "'");
+        malformed("expected OWNER.BUFFER_ID.GENERATION, got '" + quoted(text) + "'");
     }
     const auto owner = text.substr(0, first_dot);
     const auto buffer_id = text.substr(first_dot + 1, second_dot - first_dot - 1);
@@ -114,11 +128,11 @@ CanonicalIdentity parse_identity(std::string_view text) {
     }
     if (!parse_decimal(buffer_id, id.buffer_id)) {
         malformed("buffer id must be a decimal number below 2^64 without leading zeros, got '" +
-                  std::string(buffer_id.substr(0, 40)) + "'");
+                  quoted(buffer_id, 40) + "'");
     }
     if (!parse_decimal(generation, id.generation)) {
         malformed("generation must be a decimal number below 2^32 without leading zeros, got '" +
-                  std::string(generation.substr(0, 40)) + "'");
+                  quoted(generation, 40) + "'");
     }
     validate_identity(id);
     return id;

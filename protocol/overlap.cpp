@@ -49,7 +49,7 @@ bool same_lattice(const Tensor& a, const Tensor& b) noexcept {
         if (a.strides[i] != b.strides[i] || a.strides[i] == 0) {
             return false;
         }
-        if (i + 1 < d && a.strides[i] % a.strides[i + 1] != 0) {
+        if (i + 1 < d && (a.strides[i + 1] == 0 || a.strides[i] % a.strides[i + 1] != 0)) {
             return false;
         }
     }

@@ -3,6 +3,7 @@
 #include "protocol/detail/saturating.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 namespace canopy {
@@ -16,9 +17,24 @@ std::string indexed(const char* name, std::uint32_t i) {
     return std::string(name) + "[" + std::to_string(i) + "]";
 }
 
+// True when every slot below ndims holds a non-zero shape and stride and every slot past it holds zeros.
+// Branch-free over all MAX_DIMS slots; the loops of check_dims find the culprit when this says no.
+bool dims_are_clean(const Tensor& t) noexcept {
+    std::uint32_t bad = 0;
+    for (std::uint32_t i = 0; i < MAX_DIMS; ++i) {
+        const auto zero = static_cast<std::uint32_t>(t.shapes[i] == 0) | static_cast<std::uint32_t>(t.strides[i] == 0);
+        const std::uint32_t set = t.shapes[i] | t.strides[i];
+        bad |= i < t.ndims ? zero : set;
+    }
+    return bad == 0;
+}
+
 void check_dims(const Tensor& t) {
     if (t.ndims < 1 || t.ndims > MAX_DIMS) {
         fail("ndims", "ndims must be 1.." + std::to_string(MAX_DIMS) + ", got " + std::to_string(t.ndims));
+    }
+    if (dims_are_clean(t)) {
+        return;
     }
     for (std::uint32_t i = 0; i < t.ndims; ++i) {
         if (t.shapes[i] == 0) {
@@ -65,7 +81,9 @@ void validate_tensor(const Tensor& t) {
     if (!is_valid(DataType{t.dtype})) {
         fail("dtype", "unknown dtype " + std::to_string(t.dtype.raw()));
     }
-    for (std::size_t i = 0; i < t.reserved.size(); ++i) {
+    std::uint64_t reserved = 0;
+    std::memcpy(&reserved, t.reserved.data(), t.reserved.size());
+    for (std::size_t i = 0; reserved != 0 && i < t.reserved.size(); ++i) {
         if (t.reserved[i] != 0) {
             fail(indexed("reserved", static_cast<std::uint32_t>(i)), "reserved bytes must be zero");
         }

@@ -1,0 +1,96 @@
+// canopy_fuzz_seeds DIR: writes the seed corpus of the fuzz targets, DIR/fuzz_decode_task_args/*.bin
+// (valid TaskArgs blobs) and DIR/fuzz_parse_identity/*.txt (valid identity strings). The output is
+// committed under tests/fuzz/corpus/; rerun this after a change to the wire layout.
+
+#include "protocol/protocol.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace canopy;
+
+CanonicalIdentity seed_identity(std::uint8_t salt, std::uint64_t buffer_id, std::uint32_t generation) {
+    CanonicalIdentity id{};
+    for (std::size_t i = 0; i < id.owner_instance.size(); ++i) {
+        id.owner_instance[i] = static_cast<std::uint8_t>(salt * 31 + i * 7 + 1);
+    }
+    id.buffer_id = buffer_id;
+    id.generation = generation;
+    return id;
+}
+
+void write_file(const std::filesystem::path& path, const void* data, std::size_t size) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+    if (!out) {
+        throw std::runtime_error("cannot write " + path.string());
+    }
+}
+
+std::vector<TaskArgs> seed_args() {
+    const BufferDescriptor shm = make_posix_shm_descriptor(seed_identity(1, 1, 1), 1 << 20, Access::READWRITE, "seed");
+    const BufferDescriptor vmm =
+        make_vmm_descriptor(Backend::CUDA_VMM, seed_identity(2, 9, 3), 1 << 21, Access::READ, 1);
+    const BufferDescriptor cow =
+        make_fork_descriptor(Backend::FORK_COW, seed_identity(3, 4, 1), 4096, Access::READ, 0x7f0000000000ULL);
+    const BufferDescriptor huge =
+        make_fork_descriptor(Backend::FORK_SHM, seed_identity(4, 5, 2), UINT64_MAX, Access::READWRITE, 0x10000);
+    std::vector<TaskArgs> all(6);
+    // 0: no arguments at all.
+    // 1: one contiguous input.
+    all[1].tensors = {{make_tensor(shm, DataType::FLOAT32, {256}), TensorTag::INPUT}};
+    // 2: overlapping views of one buffer, every tag, every scalar kind.
+    all[2].tensors = {{make_tensor(shm, DataType::FLOAT32, {8, 8}, {16, 1}, 0), TensorTag::INPUT},
+                      {make_tensor(shm, DataType::FLOAT32, {8, 8}, {1, 16}, 0), TensorTag::OUTPUT},
+                      {make_tensor(shm, DataType::FLOAT32, {4, 4}, {16, 1}, 4 * 18), TensorTag::INOUT}};
+    all[2].scalars = {ScalarArg::f32(1.5f), ScalarArg::f64(-2.0), ScalarArg::i64(42)};
+    // 3: device and fork-cow buffers, several dtypes.
+    all[3].tensors = {{make_tensor(vmm, DataType::BFLOAT16, {2, 3, 4}, {}, 2), TensorTag::INPUT},
+                      {make_tensor(cow, DataType::INT8, {64}, {3}, 7), TensorTag::INPUT},
+                      {make_tensor(vmm, DataType::INT64, {16}, {2}, 64), TensorTag::OUTPUT}};
+    // 4: views at the 64-bit edge of the largest buffer.
+    all[4].tensors = {
+        {make_tensor(huge, DataType::UINT8, {UINT32_MAX, 3, UINT32_MAX - 1}, {UINT32_MAX, UINT32_MAX, 1}, 1),
+         TensorTag::INOUT},
+        {make_tensor(huge, DataType::FLOAT64, {4}, {}, UINT64_MAX - 7 - 32), TensorTag::INPUT}};
+    // 5: every count at its limit.
+    for (std::uint32_t i = 0; i < MAX_TENSOR_ARGS; ++i) {
+        all[5].tensors.push_back({make_tensor(shm, DataType::INT32, {i + 1, 2}, {}, 8 * i), TensorTag::INPUT});
+    }
+    for (std::uint32_t i = 0; i < MAX_SCALAR_ARGS; ++i) {
+        all[5].scalars.push_back(ScalarArg::i64(i));
+    }
+    return all;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    if (argc != 2) {
+        std::fprintf(stderr, "usage: canopy_fuzz_seeds DIR\n");
+        return 2;
+    }
+    const std::filesystem::path root = argv[1];
+    const auto blobs = root / "fuzz_decode_task_args";
+    const auto identities = root / "fuzz_parse_identity";
+    std::filesystem::create_directories(blobs);
+    std::filesystem::create_directories(identities);
+
+    const std::vector<TaskArgs> args = seed_args();
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::vector<std::byte> blob = encode_task_args(args[i]);
+        write_file(blobs / ("seed" + std::to_string(i) + ".bin"), blob.data(), blob.size());
+    }
+    const std::vector<CanonicalIdentity> ids = {seed_identity(1, 0, 1), seed_identity(2, 42, 7),
+                                                seed_identity(3, UINT64_MAX, UINT32_MAX)};
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        const std::string text = to_string(ids[i]);
+        write_file(identities / ("seed" + std::to_string(i) + ".txt"), text.data(), text.size());
+    }
+    return 0;
+}
