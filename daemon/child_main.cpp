@@ -7,9 +7,11 @@
 #include "worker/worker_loop.h"
 
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <thread>
 
 namespace canopy::daemon {
 namespace {
@@ -43,6 +45,7 @@ public:
 
     int serve() {
         send_control(control_.get(), ipc::ChildMessageType::READY);
+        std::thread status_thread([this] { answer_status_requests(); });
         FrameTrailer trailer{};
         while (TaskFrame* frame = mailbox_.next(trailer)) {
             const std::uint64_t start = worker::monotonic_ns();
@@ -52,10 +55,42 @@ public:
             }
             forward(frame, trailer, start);
         }
+        ::shutdown(control_.get(), SHUT_RDWR);
+        status_thread.join();
         return 0;
     }
 
 private:
+    // Serves STATUS_REQUEST from the parent until the socket closes.
+    void answer_status_requests() {
+        for (;;) {
+            ipc::ChildMessage m{};
+            std::vector<ipc::UniqueFd> fds;
+            try {
+                if (ipc::recv_message(control_.get(), std::as_writable_bytes(std::span(&m, 1)), fds) != sizeof m) {
+                    return;
+                }
+            } catch (const std::exception&) {
+                return;
+            }
+            if (static_cast<ipc::ChildMessageType>(m.type) != ipc::ChildMessageType::STATUS_REQUEST) {
+                continue;
+            }
+            const std::string json = workers_to_json(nested_.status());
+            ipc::ChildMessage reply{};
+            reply.type = static_cast<std::uint32_t>(ipc::ChildMessageType::STATUS_REPLY);
+            reply.pid = ::getpid();
+            std::vector<std::byte> bytes(sizeof reply + json.size());
+            std::memcpy(bytes.data(), &reply, sizeof reply);
+            std::memcpy(bytes.data() + sizeof reply, json.data(), json.size());
+            try {
+                ipc::send_message(control_.get(), std::span<const std::byte>(bytes.data(), bytes.size()));
+            } catch (const std::exception&) {
+                return;
+            }
+        }
+    }
+
     void forward(TaskFrame* frame, const FrameTrailer& trailer, std::uint64_t start) {
         const std::string kernel(frame->kernel, ::strnlen(frame->kernel, KERNEL_NAME_BYTES));
         const std::string target(frame->target, ::strnlen(frame->target, TARGET_PATH_BYTES));

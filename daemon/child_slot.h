@@ -48,6 +48,8 @@ struct Incarnation {
     std::thread completion_thread;
     std::thread control_thread;
     std::chrono::steady_clock::time_point spawned_at;
+    std::string status_reply; // nested supervisors: the last STATUS_REPLY's JSON, guarded by the slot's mu
+    std::uint64_t status_replies = 0;
 };
 
 struct ChildSlot {

@@ -287,21 +287,36 @@ void Supervisor::housekeeping_loop() {
 }
 
 void Supervisor::control_loop(ChildSlot& slot, Incarnation& inc) {
+    std::vector<std::byte> buffer(ipc::MAX_CHILD_MESSAGE_BYTES);
     for (;;) {
         ipc::ChildMessage m{};
         std::vector<ipc::UniqueFd> fds;
         std::size_t n = 0;
         try {
-            n = ipc::recv_message(inc.control.get(), std::as_writable_bytes(std::span(&m, 1)), fds);
+            n = ipc::recv_message(inc.control.get(), buffer, fds);
         } catch (const std::exception&) {
             return;
         }
-        if (n != sizeof m) {
+        if (n < sizeof m) {
             return; // EOF, or a child that speaks something else: its exit is handled by the zygote event
+        }
+        std::memcpy(&m, buffer.data(), sizeof m);
+        if (static_cast<ipc::ChildMessageType>(m.type) == ipc::ChildMessageType::STATUS_REPLY) {
+            std::lock_guard lock(slot.mu);
+            inc.status_reply.assign(reinterpret_cast<const char*>(buffer.data()) + sizeof m, n - sizeof m);
+            ++inc.status_replies;
+            status_cv_.notify_all();
+            continue;
+        }
+        if (n != sizeof m) {
+            return;
         }
         switch (static_cast<ipc::ChildMessageType>(m.type)) {
         case ipc::ChildMessageType::READY: {
             std::lock_guard lock(slot.mu);
+            if (inc.pid <= 0 && m.pid > 0) {
+                inc.pid = m.pid; // READY can overtake the zygote's SPAWNED event
+            }
             if (slot.live.get() == &inc && slot.state == WorkerState::STARTING) {
                 slot.state = WorkerState::RUNNING;
                 slot.running_since = Clock::now();

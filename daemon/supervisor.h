@@ -19,6 +19,7 @@
 #include "daemon/zygote.h"
 
 #include <atomic>
+#include <functional>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -91,6 +92,8 @@ public:
     std::vector<BufferInfo> buffers() const { return buffers_.list(); }
     BufferRegistry& registry() noexcept { return buffers_; }
 
+    // Every worker of the tree, nested ones included (a nested supervisor is asked over its control
+    // socket; one that does not answer within a second is listed without its workers).
     std::vector<WorkerStatus> status() const;
     const SupervisorOptions& options() const noexcept { return options_; }
     pid_t zygote_pid() const noexcept { return zygote_.pid(); }
@@ -144,7 +147,12 @@ private:
     std::multimap<std::chrono::steady_clock::time_point, ChildSlot*> restarts_due_;
     std::thread event_thread_;
     std::thread housekeeping_thread_;
+    mutable std::condition_variable status_cv_;
 };
+
+// JSON text of a list of worker statuses, and back (used between supervisor levels).
+std::string workers_to_json(const std::vector<WorkerStatus>& workers);
+std::vector<WorkerStatus> workers_from_json(const std::string& text);
 
 // What a forked child of `options` runs (a worker loop, or a nested supervisor).
 int run_child(const SupervisorOptions& options, const SpawnRequest& request, ipc::UniqueFd mailbox,

@@ -1,4 +1,6 @@
 #include "daemon/supervisor.h"
+#include "ipc/child_message.h"
+#include "ipc/fd_passing.h"
 
 #include <algorithm>
 
@@ -125,7 +127,7 @@ std::vector<WorkerStatus> Supervisor::status() const {
     std::vector<WorkerStatus> out;
     const auto now = std::chrono::steady_clock::now();
     for (const auto& slot : slots_) {
-        std::lock_guard lock(slot->mu);
+        std::unique_lock lock(slot->mu);
         WorkerStatus s;
         s.path = slot->path;
         s.kind = to_string(slot->spec.kind);
@@ -143,6 +145,24 @@ std::vector<WorkerStatus> Supervisor::status() const {
             s.uptime_s = std::chrono::duration<double>(now - slot->running_since).count();
         }
         out.push_back(std::move(s));
+        if (slot->spec.kind == ChildKind::NODE && slot->state == WorkerState::RUNNING && slot->live) {
+            Incarnation& inc = *slot->live;
+            const std::uint64_t before = inc.status_replies;
+            ipc::ChildMessage request{};
+            request.type = static_cast<std::uint32_t>(ipc::ChildMessageType::STATUS_REQUEST);
+            try {
+                ipc::send_struct(inc.control.get(), request);
+            } catch (const std::exception&) {
+                continue;
+            }
+            if (status_cv_.wait_for(lock, std::chrono::seconds(1), [&] {
+                    return slot->live.get() != &inc || inc.status_replies != before;
+                }) && slot->live.get() == &inc) {
+                for (auto& nested : workers_from_json(inc.status_reply)) {
+                    out.push_back(std::move(nested));
+                }
+            }
+        }
     }
     return out;
 }

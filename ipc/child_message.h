@@ -6,16 +6,29 @@
 //   parent -> child  FD_REPLY    code OK with the fd attached (one per rank of a symmetric buffer, in
 //                                rank order, with the requester's rank), or an error code and text
 //   child -> parent  FATAL       the child cannot serve (text says why) and exits; it is not restarted
+//   parent -> child  STATUS_REQUEST  (nested supervisors) the status of every worker below it
+//   child -> parent  STATUS_REPLY    a ChildMessage followed by a JSON array of worker objects
 // Every message is one ChildMessage; a receiver refuses any other length or an unknown type.
 
 #include "protocol/descriptor.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
 namespace canopy::ipc {
 
-enum class ChildMessageType : std::uint32_t { READY = 1, FD_REQUEST = 2, FD_REPLY = 3, FATAL = 4 };
+enum class ChildMessageType : std::uint32_t {
+    READY = 1,
+    FD_REQUEST = 2,
+    FD_REPLY = 3,
+    FATAL = 4,
+    STATUS_REQUEST = 5,
+    STATUS_REPLY = 6,
+};
+
+// Largest control message: a STATUS_REPLY's JSON follows its ChildMessage header.
+inline constexpr std::size_t MAX_CHILD_MESSAGE_BYTES = 64 * 1024;
 
 struct ChildMessage {
     std::uint32_t type;

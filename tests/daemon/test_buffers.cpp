@@ -59,6 +59,7 @@ TEST_CASE("a start after a SIGKILLed supervisor unlinks the shm objects its jour
     int pipe_fds[2];
     REQUIRE(::pipe(pipe_fds) == 0);
     const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
     if (pid == 0) {
         // The doomed supervisor: creates buffers, reports their name prefix, then waits to be killed.
         ::close(pipe_fds[0]);
@@ -79,6 +80,7 @@ TEST_CASE("a start after a SIGKILLed supervisor unlinks the shm objects its jour
     ::close(pipe_fds[0]);
     const std::string prefix(buf, 12);
     REQUIRE(our_shm_objects(prefix).size() == 2);
+    REQUIRE(pid > 0);
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
     REQUIRE(our_shm_objects(prefix).size() == 2); // leaked by the crash

@@ -14,13 +14,15 @@ using daemon::Supervisor;
 
 namespace {
 
+// The pid of a running worker; never <= 0, so a test can never signal a process group or every process.
 pid_t pid_of(const Supervisor& sup, const std::string& path) {
     for (const auto& w : sup.status()) {
-        if (w.path == path) {
+        if (w.path == path && w.pid > 0) {
             return w.pid;
         }
     }
-    return -1;
+    FAIL("no running worker " << path);
+    return 1 << 30;
 }
 
 void wait_running(const Supervisor& sup, const std::string& path) {
@@ -133,6 +135,7 @@ TEST_CASE("kill -9 of a nested node fails its task and the node comes back with 
     Supervisor sup(l4_options(state.path, 1, 0));
     sup.start();
     const pid_t before = pid_of(sup, "/node0");
+    REQUIRE(before > 0);
     std::promise<daemon::TaskResult> result;
     sup.submit(task("sleep_ms", "/node0/chip1", {}, {ScalarArg::i64(10000)}),
                [&](daemon::TaskResult r) { result.set_value(std::move(r)); });

@@ -15,7 +15,15 @@ TEST_CASE("an L4 supervisor runs tasks on the workers of its nested L3 nodes wit
     Supervisor sup(l4_options(state.path, 2, 1));
     sup.start();
     const auto status = sup.status();
-    REQUIRE(status.size() == 3); // sub0, node0, node1
+    std::vector<std::string> paths;
+    for (const auto& w : status) {
+        paths.push_back(w.path);
+        CHECK(w.state == daemon::WorkerState::RUNNING);
+        CHECK(w.pid > 0);
+    }
+    CHECK(paths == std::vector<std::string>{"/sub0", "/node0", "/node0/chip0", "/node0/chip1", "/node0/sub0",
+                                            "/node0/sub1", "/node1", "/node1/chip0", "/node1/chip1", "/node1/sub0",
+                                            "/node1/sub1"});
     const auto buf = sup.create_buffer({32 * sizeof(double), Backend::POSIX_SHM, Access::READWRITE, "", {}});
     auto host = map_shm(buf);
     auto* v = reinterpret_cast<double*>(host.data());

@@ -1,0 +1,287 @@
+#include "daemon/json_codec.h"
+
+#include <limits>
+
+namespace canopy::daemon {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void bad(const std::string& message) {
+    throw RequestError(ErrorCode::BAD_REQUEST, message);
+}
+
+DataType parse_dtype(const std::string& name, const std::string& where) {
+    for (int v = 1; v <= 9; ++v) {
+        const auto t = static_cast<DataType>(v);
+        if (name == to_string(t)) {
+            return t;
+        }
+    }
+    bad(where + ": unknown dtype '" + name + "'");
+}
+
+std::vector<std::uint32_t> dims(const json& value, const std::string& where) {
+    if (!value.is_array() || value.empty() || value.size() > MAX_DIMS) {
+        bad(where + ": expected an array of 1.." + std::to_string(MAX_DIMS) + " integers");
+    }
+    std::vector<std::uint32_t> out;
+    for (std::size_t i = 0; i < value.size(); ++i) {
+        const json& v = value[i];
+        if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > UINT32_MAX) {
+            bad(where + "[" + std::to_string(i) + "]: expected an integer in 0..4294967295");
+        }
+        out.push_back(v.get<std::uint32_t>());
+    }
+    return out;
+}
+
+TensorTag parse_tag(const std::string& tag, const std::string& where) {
+    if (tag == "input") {
+        return TensorTag::INPUT;
+    }
+    if (tag == "output") {
+        return TensorTag::OUTPUT;
+    }
+    if (tag == "inout") {
+        return TensorTag::INOUT;
+    }
+    bad(where + ".tag: expected \"input\", \"output\" or \"inout\", got \"" + tag + "\"");
+}
+
+// Builds the Tensor field by field (no defaults hide a bad value) and runs the gate.
+Tensor parse_tensor(const json& t, const BufferResolver& resolve, const std::string& where) {
+    if (!t.is_object()) {
+        bad(where + ": expected an object");
+    }
+    for (const auto& [key, value] : t.items()) {
+        if (key != "buffer" && key != "dtype" && key != "shape" && key != "strides" && key != "byte_offset") {
+            bad(where + ": unknown key \"" + key + "\"");
+        }
+    }
+    Tensor tensor{};
+    tensor.buffer = resolve(string_member(t, "buffer", where), where + ".buffer");
+    tensor.dtype = parse_dtype(string_member(t, "dtype", where), where + ".dtype");
+    const auto shape = dims(member(t, "shape", where), where + ".shape");
+    tensor.ndims = static_cast<std::uint8_t>(shape.size());
+    std::copy(shape.begin(), shape.end(), tensor.shapes.begin());
+    if (t.contains("strides")) {
+        const auto strides = dims(t["strides"], where + ".strides");
+        if (strides.size() != shape.size()) {
+            bad(where + ".strides: " + std::to_string(strides.size()) + " strides for " +
+                std::to_string(shape.size()) + " dimensions");
+        }
+        std::copy(strides.begin(), strides.end(), tensor.strides.begin());
+    } else {
+        std::uint64_t stride = 1;
+        for (std::size_t i = shape.size(); i-- > 0;) {
+            tensor.strides[i] = stride > UINT32_MAX ? 0 : static_cast<std::uint32_t>(stride);
+            stride *= std::max<std::uint32_t>(shape[i], 1);
+        }
+    }
+    tensor.byte_offset = uint_member(t, "byte_offset", where, 0);
+    try {
+        validate_tensor(tensor);
+    } catch (const WireError& e) {
+        throw RequestError(ErrorCode::INVALID_TENSOR, where + "." + e.field() + ": " + e.problem());
+    }
+    return tensor;
+}
+
+ScalarArg parse_scalar(const json& s, const std::string& where) {
+    if (!s.is_object() || s.size() != 1) {
+        bad(where + ": expected {\"float32\": v}, {\"float64\": v} or {\"int64\": v}");
+    }
+    const auto& [kind, value] = *s.items().begin();
+    if (kind == "int64") {
+        if (!value.is_number_integer()) {
+            bad(where + ".int64: expected an integer");
+        }
+        return ScalarArg::i64(value.get<std::int64_t>());
+    }
+    if (!value.is_number()) {
+        bad(where + "." + kind + ": expected a number");
+    }
+    if (kind == "float32") {
+        return ScalarArg::f32(value.get<float>());
+    }
+    if (kind == "float64") {
+        return ScalarArg::f64(value.get<double>());
+    }
+    bad(where + ": unknown scalar kind \"" + kind + "\"");
+}
+
+LaunchConfig parse_launch(const json& l, const std::string& where) {
+    LaunchConfig launch{{1, 1, 1}, {1, 1, 1}, 0, 0};
+    if (!l.is_object()) {
+        bad(where + ": expected an object");
+    }
+    for (const char* key : {"grid", "block"}) {
+        if (l.contains(key)) {
+            const auto v = dims(l[key], where + "." + key);
+            if (v.size() > 3) {
+                bad(where + "." + key + ": at most 3 dimensions");
+            }
+            auto* out = std::string(key) == "grid" ? launch.grid : launch.block;
+            for (std::size_t i = 0; i < v.size(); ++i) {
+                out[i] = v[i];
+            }
+        }
+    }
+    launch.shared_bytes = static_cast<std::uint32_t>(uint_member(l, "shared_bytes", where, 0));
+    return launch;
+}
+
+} // namespace
+
+const json& member(const json& object, const char* key, const std::string& where) {
+    if (!object.is_object() || !object.contains(key)) {
+        bad(where + ": missing \"" + key + "\"");
+    }
+    return object[key];
+}
+
+std::string string_member(const json& object, const char* key, const std::string& where) {
+    const json& v = member(object, key, where);
+    if (!v.is_string()) {
+        bad(where + "." + key + ": expected a string");
+    }
+    return v.get<std::string>();
+}
+
+std::uint64_t uint_member(const json& object, const char* key, const std::string& where,
+                          std::optional<std::uint64_t> fallback) {
+    if (fallback && (!object.is_object() || !object.contains(key))) {
+        return *fallback;
+    }
+    const json& v = member(object, key, where);
+    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<std::int64_t>() >= 0)) {
+        bad(where + "." + key + ": expected a non-negative integer");
+    }
+    return v.get<std::uint64_t>();
+}
+
+ParsedTask parse_task(const json& task, const BufferResolver& resolve, const std::string& where) {
+    if (!task.is_object()) {
+        bad(where + ": expected a task object");
+    }
+    for (const auto& [key, value] : task.items()) {
+        if (key != "name" && key != "kernel" && key != "on" && key != "args" && key != "launch") {
+            bad(where + ": unknown key \"" + key + "\"");
+        }
+    }
+    ParsedTask out;
+    out.request.kernel = string_member(task, "kernel", where);
+    out.request.worker = string_member(task, "on", where);
+    out.name = task.contains("name") ? string_member(task, "name", where) : out.request.kernel;
+    if (task.contains("launch")) {
+        out.request.launch = parse_launch(task["launch"], where + ".launch");
+    }
+    const json& args = task.contains("args") ? task["args"] : json::array();
+    if (!args.is_array()) {
+        bad(where + ".args: expected an array");
+    }
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string at = where + ".args[" + std::to_string(i) + "]";
+        const json& a = args[i];
+        if (a.is_object() && a.contains("tensor")) {
+            if (!out.request.args.scalars.empty()) {
+                bad(at + ": tensor arguments come before scalars");
+            }
+            const TensorTag tag = parse_tag(string_member(a, "tag", at), at);
+            out.request.args.tensors.push_back({parse_tensor(a["tensor"], resolve, at + ".tensor"), tag});
+        } else if (a.is_object() && a.contains("scalar")) {
+            out.request.args.scalars.push_back(parse_scalar(a["scalar"], at + ".scalar"));
+        } else {
+            bad(at + ": expected {\"tensor\": ..., \"tag\": ...} or {\"scalar\": ...}");
+        }
+    }
+    if (out.request.args.tensors.size() > MAX_TENSOR_ARGS || out.request.args.scalars.size() > MAX_SCALAR_ARGS) {
+        bad(where + ".args: at most " + std::to_string(MAX_TENSOR_ARGS) + " tensors and " +
+            std::to_string(MAX_SCALAR_ARGS) + " scalars");
+    }
+    return out;
+}
+
+Access parse_access(const std::string& text) {
+    if (text == "r") {
+        return Access::READ;
+    }
+    if (text == "w") {
+        return Access::WRITE;
+    }
+    if (text == "rw") {
+        return Access::READWRITE;
+    }
+    bad("access: expected \"r\", \"w\" or \"rw\", got \"" + text + "\"");
+}
+
+std::string access_short(Access a) {
+    return a == Access::READ ? "r" : a == Access::WRITE ? "w" : "rw";
+}
+
+json buffer_json(const BufferInfo& info) {
+    const BufferDescriptor& d = info.descriptor;
+    return {{"id", to_string(d.identity)},
+            {"backend", to_string(Backend{d.backend})},
+            {"nbytes", d.nbytes},
+            {"access", access_short(d.access)},
+            {"device", d.device},
+            {"world", info.world},
+            {"name", info.name},
+            {"creator", info.creator}};
+}
+
+json worker_json(const WorkerStatus& w) {
+    return {{"path", w.path},         {"kind", w.kind},         {"backend", w.backend},
+            {"device", w.device},     {"pid", w.pid},           {"state", to_string(w.state)},
+            {"restarts", w.restarts}, {"tasks_done", w.tasks_done}, {"tasks_failed", w.tasks_failed},
+            {"uptime_s", w.uptime_s}, {"last_exit", w.last_exit}};
+}
+
+} // namespace canopy::daemon
+
+namespace canopy::daemon {
+
+std::string workers_to_json(const std::vector<WorkerStatus>& workers) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& w : workers) {
+        list.push_back(worker_json(w));
+    }
+    return list.dump();
+}
+
+std::vector<WorkerStatus> workers_from_json(const std::string& text) {
+    std::vector<WorkerStatus> out;
+    const auto list = nlohmann::json::parse(text, nullptr, false);
+    if (!list.is_array()) {
+        return out;
+    }
+    for (const auto& j : list) {
+        if (!j.is_object()) {
+            continue;
+        }
+        WorkerStatus w;
+        w.path = j.value("path", "");
+        w.kind = j.value("kind", "");
+        w.backend = j.value("backend", "");
+        w.device = j.value("device", 0u);
+        w.pid = j.value("pid", -1);
+        const std::string state = j.value("state", "");
+        for (auto s : {WorkerState::STARTING, WorkerState::RUNNING, WorkerState::RESTARTING, WorkerState::DEAD,
+                       WorkerState::STOPPED}) {
+            if (state == to_string(s)) {
+                w.state = s;
+            }
+        }
+        w.restarts = j.value("restarts", 0u);
+        w.tasks_done = j.value("tasks_done", std::uint64_t{0});
+        w.tasks_failed = j.value("tasks_failed", std::uint64_t{0});
+        w.uptime_s = j.value("uptime_s", 0.0);
+        w.last_exit = j.value("last_exit", "");
+        out.push_back(std::move(w));
+    }
+    return out;
+}
+
+} // namespace canopy::daemon

@@ -1,0 +1,47 @@
+#pragma once
+// Conversions between the control protocol's JSON (docs/control-protocol.md) and canopy's types: tensor
+// and scalar arguments, tasks, buffers, workers. Parsing is the boundary where a client's bytes become
+// typed values, so every tensor passes validate_tensor here before anything else sees it.
+//
+// Thread safety: pure functions.
+
+#include "daemon/buffer_registry.h"
+#include "daemon/supervisor.h"
+#include "daemon/task.h"
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace canopy::daemon {
+
+// Resolves a buffer ID (identity string or preloaded arena name) to the live buffer's descriptor.
+// Throws RequestError (UNKNOWN_BUFFER, STALE_BUFFER, INVALID_DESCRIPTOR).
+using BufferResolver = std::function<BufferDescriptor(const std::string& id, const std::string& where)>;
+
+struct ParsedTask {
+    std::string name;
+    TaskRequest request;
+};
+
+// Parses one TASK object. `where` prefixes error messages ("tasks[2]"). Throws RequestError:
+// BAD_REQUEST for shape errors of the JSON, INVALID_TENSOR for a view the gate refuses, and whatever
+// the resolver throws.
+ParsedTask parse_task(const nlohmann::json& task, const BufferResolver& resolve, const std::string& where);
+
+// "r", "w", "rw" <-> Access; throws RequestError(BAD_REQUEST).
+Access parse_access(const std::string& text);
+std::string access_short(Access a);
+
+nlohmann::json buffer_json(const BufferInfo& info);
+nlohmann::json worker_json(const WorkerStatus& w);
+
+// Required / optional typed members with errors naming `where.key`; throw RequestError(BAD_REQUEST).
+const nlohmann::json& member(const nlohmann::json& object, const char* key, const std::string& where);
+std::string string_member(const nlohmann::json& object, const char* key, const std::string& where);
+std::uint64_t uint_member(const nlohmann::json& object, const char* key, const std::string& where,
+                          std::optional<std::uint64_t> fallback = std::nullopt);
+
+} // namespace canopy::daemon
