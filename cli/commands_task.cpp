@@ -1,0 +1,208 @@
+// The task commands: submit, run, wait, tasks.
+
+#include "cli/commands.h"
+#include "cli/graph_run.h"
+#include "cli/render.h"
+#include "cli/requests.h"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <memory>
+#include <ostream>
+
+namespace canopy::cli {
+
+namespace {
+
+using nlohmann::json;
+
+json task_of(const json& reply, const char* op) {
+    const json task = reply.value("task", json());
+    if (!task.is_object()) {
+        throw protocol_error(std::string("the reply to \"") + op + "\" has no \"task\" object");
+    }
+    return task;
+}
+
+std::string task_label(const json& task) {
+    return "task " + field_text(task, "name") + " (id " + field_text(task, "id") + ")";
+}
+
+void report_task_failure(Invocation& inv, const json& task) {
+    const json error = task.value("error", json::object());
+    const std::string code = error.is_object() ? field_text(error, "code") : "-";
+    const json message = error.is_object() ? error.value("message", json("")) : json("");
+    inv.err() << "canopy: " << code << ": " << task_label(task) << " " << field_text(task, "state") << ": "
+              << (message.is_string() ? message.get<std::string>() : message.dump()) << "\n";
+}
+
+// Collects the tensor options in command-line order across --in, --out and --inout.
+std::vector<TensorOption> tensors_in_order(const CLI::App& cmd, const std::vector<const CLI::Option*>& options) {
+    std::map<const CLI::Option*, std::size_t> used;
+    std::vector<TensorOption> out;
+    for (const CLI::Option* opt : cmd.parse_order()) {
+        if (std::find(options.begin(), options.end(), opt) != options.end()) {
+            const std::size_t i = used[opt]++;
+            out.emplace_back("--" + opt->get_single_name(), opt->results().at(i));
+        }
+    }
+    return out;
+}
+
+int submit(Invocation& inv, const SubmitArgs& args) {
+    const json request = submit_request(args);
+    return finish_task(inv, task_of(inv.client().call(request), "submit"));
+}
+
+// True for a failure caused by another task: DEPENDENCY_FAILED, or a graph's "not run" rejection.
+bool is_secondary_failure(const json& task) {
+    const json error = task.value("error", json());
+    if (!error.is_object()) {
+        return false;
+    }
+    const json message = error.value("message", json());
+    return error.value("code", json()) == "DEPENDENCY_FAILED" ||
+           (message.is_string() && message.get<std::string>().rfind("not run:", 0) == 0);
+}
+
+// The failure to name on stderr: the first task that failed on its own, else the first that failed.
+const json* first_cause(const json& tasks) {
+    const json* first = nullptr;
+    for (const auto& t : tasks) {
+        if (!is_failure(t)) {
+            continue;
+        }
+        if (!is_secondary_failure(t)) {
+            return &t;
+        }
+        first = first ? first : &t;
+    }
+    return first;
+}
+
+struct RunArgs {
+    std::string graph_file;
+    bool wait = false;
+};
+
+int run(Invocation& inv, const RunArgs& args) {
+    const json graph = load_graph_file(args.graph_file);
+    const json tasks = run_graph(inv.client(), graph, args.wait, inv.env(), inv.err());
+    if (inv.json()) {
+        inv.print_json({{"tasks", tasks}});
+    } else {
+        inv.out() << render_tasks(tasks);
+    }
+    const json* cause = first_cause(tasks);
+    if (cause == nullptr) {
+        return 0;
+    }
+    std::size_t failed = 0;
+    for (const auto& t : tasks) {
+        failed += is_failure(t) ? std::size_t{1} : std::size_t{0};
+    }
+    report_task_failure(inv, *cause);
+    if (failed > 1) {
+        inv.err() << "canopy: " << failed << " of " << tasks.size() << " tasks did not complete\n";
+    }
+    return 1;
+}
+
+json parse_task_id(const std::string& text) {
+    std::uint64_t id = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+        throw usage_error("TASK_ID \"" + text + "\": expected a task id (a non-negative integer)");
+    }
+    return id;
+}
+
+int wait(Invocation& inv, const std::string& id_text) {
+    const json id = parse_task_id(id_text);
+    return finish_task(inv, task_of(inv.client().call({{"op", "wait"}, {"task_id", id}}), "wait"));
+}
+
+int tasks(Invocation& inv) {
+    const json reply = inv.client().call({{"op", "tasks"}});
+    if (inv.json()) {
+        inv.print_json(reply);
+    } else {
+        inv.out() << render_tasks(reply.value("tasks", json::array()));
+    }
+    return 0;
+}
+
+// The storage CLI11 fills for `submit`; SubmitArgs is built from it after parsing.
+struct SubmitOptions {
+    SubmitArgs args;
+    std::vector<std::string> in;
+    std::vector<std::string> out;
+    std::vector<std::string> inout;
+};
+
+void add_submit(CLI::App& app, Invocation& inv, Action& action) {
+    CLI::App* cmd = app.add_subcommand("submit", "submit one task");
+    add_common_options(*cmd, inv);
+    auto opts = std::make_shared<SubmitOptions>();
+    cmd->add_option("KERNEL", opts->args.kernel, "kernel name")->required();
+    cmd->add_option("--on", opts->args.on, "worker that runs it (chip0, /node0/chip1, sub0)")
+        ->type_name("WORKER")
+        ->required();
+    const std::vector<const CLI::Option*> tensor_options = {
+        cmd->add_option("--in", opts->in, "tensor the kernel reads: BUFFER_ID:DTYPE:SHAPE[:STRIDES[:OFFSET]]")
+            ->type_name("SPEC")
+            ->allow_extra_args(false),
+        cmd->add_option("--out", opts->out, "tensor the kernel writes (SPEC as for --in)")
+            ->type_name("SPEC")
+            ->allow_extra_args(false),
+        cmd->add_option("--inout", opts->inout, "tensor the kernel reads and writes (SPEC as for --in)")
+            ->type_name("SPEC")
+            ->allow_extra_args(false)};
+    cmd->add_option("--scalar", opts->args.scalars, "scalar after the tensors: float32:V, float64:V or int64:V")
+        ->type_name("TYPE:VALUE")
+        ->allow_extra_args(false);
+    cmd->add_flag("--wait", opts->args.wait, "reply when the task has finished");
+    cmd->callback([&inv, &action, opts, cmd, tensor_options] {
+        opts->args.tensors = tensors_in_order(*cmd, tensor_options);
+        action = [&inv, opts] { return submit(inv, opts->args); };
+    });
+}
+
+} // namespace
+
+int finish_task(Invocation& inv, const json& task) {
+    if (inv.json()) {
+        inv.print_json(task);
+    } else {
+        inv.out() << render_tasks(json::array({task}));
+    }
+    if (!is_failure(task)) {
+        return 0;
+    }
+    report_task_failure(inv, task);
+    return 1;
+}
+
+void add_task_commands(CLI::App& app, Invocation& inv, Action& action) {
+    add_submit(app, inv, action);
+
+    CLI::App* run_cmd = app.add_subcommand("run", "run a graph of tasks from a JSON file");
+    add_common_options(*run_cmd, inv);
+    auto run_args = std::make_shared<RunArgs>();
+    run_cmd->add_option("GRAPH", run_args->graph_file, "graph file: {\"tasks\": [TASK...]}")->required();
+    run_cmd->add_flag("--wait", run_args->wait, "wait until every task has finished, showing progress");
+    run_cmd->callback([&inv, &action, run_args] { action = [&inv, run_args] { return run(inv, *run_args); }; });
+
+    CLI::App* wait_cmd = app.add_subcommand("wait", "wait until a task has finished");
+    add_common_options(*wait_cmd, inv);
+    auto task_id = std::make_shared<std::string>();
+    wait_cmd->add_option("TASK_ID", *task_id, "task id")->required();
+    wait_cmd->callback([&inv, &action, task_id] { action = [&inv, task_id] { return wait(inv, *task_id); }; });
+
+    CLI::App* tasks_cmd = app.add_subcommand("tasks", "list unfinished and recently finished tasks");
+    add_common_options(*tasks_cmd, inv);
+    tasks_cmd->callback([&inv, &action] { action = [&inv] { return tasks(inv); }; });
+}
+
+} // namespace canopy::cli

@@ -1,0 +1,52 @@
+#pragma once
+// Invocation: one run of the CLI. It holds the output streams, the Environment, the options every command
+// takes (--json, --socket) and the connection to canopyd, opened on first use so that a command fails
+// on its arguments before it touches the socket.
+//
+// Ownership: borrows the streams and the Environment, which outlive it; owns the Client.
+// Thread safety: one thread.
+
+#include "cli/cli_error.h"
+#include "cli/client.h"
+#include "cli/environment.h"
+
+#include <iosfwd>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+namespace canopy::cli {
+
+class Invocation {
+public:
+    Invocation(std::ostream& out, std::ostream& err, const Environment& env) : out_(out), err_(err), env_(env) {}
+
+    std::ostream& out() noexcept { return out_; }
+    std::ostream& err() noexcept { return err_; }
+    const Environment& env() const noexcept { return env_; }
+
+    // --json: machine-readable output on stdout.
+    bool& json() noexcept { return json_; }
+    // --socket PATH as given; empty when not given.
+    std::string& socket_option() noexcept { return socket_option_; }
+
+    // Connects on the first call (Environment::socket_path); throws what Client::connect throws.
+    Client& client();
+
+    // Writes `value` as indented JSON and a newline on stdout.
+    void print_json(const nlohmann::json& value);
+
+    // Reports a failure: "canopy: CODE: message" on stderr and, under --json, {"error": {"code",
+    // "message"}} on stdout. Returns the exit code for it.
+    int report(const CliError& e);
+
+private:
+    std::ostream& out_;
+    std::ostream& err_;
+    const Environment& env_;
+    bool json_ = false;
+    std::string socket_option_;
+    std::optional<Client> client_;
+};
+
+} // namespace canopy::cli

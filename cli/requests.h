@@ -1,0 +1,56 @@
+#pragma once
+// The requests of docs/control-protocol.md built from command-line arguments. Only what the command line
+// names goes into a request; everything left out takes the daemon's default.
+//
+// Every builder throws usage_error naming the bad argument; none touches the network.
+//
+// Thread safety: pure functions (module_load_request and load_graph_file read a file).
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace canopy::cli {
+
+// `canopy buffer create`; an empty field was not given.
+struct BufferCreateArgs {
+    std::string bytes;   // required; parse_byte_size
+    std::string backend; // "shm" | "vmm" | "symmetric"
+    std::string on;      // worker path
+    std::string world;   // "chip0,chip1"; only with backend "symmetric"
+    std::string access;  // "r" | "w" | "rw"
+};
+
+nlohmann::json buffer_create_request(const BufferCreateArgs& args);
+
+// One tensor argument as given: the option ("--in", "--out", "--inout") and its SPEC.
+using TensorOption = std::pair<std::string, std::string>;
+
+// `canopy submit`.
+struct SubmitArgs {
+    std::string kernel;
+    std::string on;
+    std::vector<TensorOption> tensors; // in command-line order across --in/--out/--inout
+    std::vector<std::string> scalars;  // "TYPE:VALUE", in command-line order
+    bool wait = false;
+};
+
+// {"op": "submit", "task": {"kernel", "on", "args": [tensors..., scalars...]}, "wait"}.
+nlohmann::json submit_request(const SubmitArgs& args);
+
+// The graph of GRAPH.json: a JSON object with a "tasks" array. Throws usage_error naming the file when
+// it cannot be read, is not JSON or has no "tasks" array.
+nlohmann::json load_graph_file(const std::string& path);
+
+// "ptx" or "cubin": `forced` when given, else by extension (.ptx, .cubin), else by content (an ELF image
+// is a cubin; text with a ".version" directive is PTX). Throws usage_error when neither tells.
+std::string module_format(const std::string& path, const std::string& data, const std::string& forced);
+
+// {"op": "module.load", "name", "format", "data": base64}. Throws usage_error when FILE cannot be read.
+nlohmann::json module_load_request(const std::string& name, const std::string& path, const std::string& forced_format);
+
+// The whole content of a file; throws usage_error naming `option` and the path with the errno text.
+std::string read_file(const std::string& path, const std::string& option);
+
+} // namespace canopy::cli
