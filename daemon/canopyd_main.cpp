@@ -5,18 +5,19 @@
 // Without --config it runs the embedded default topology. --check-config validates the configuration,
 // prints the effective topology and exits (0 valid, 2 invalid). Otherwise it starts the process tree and
 // serves until SIGTERM or SIGINT, then stops gracefully: in-flight work drains up to the drain timeout,
-// every child exits, every buffer is released and unlinked, and the exit status is 0.
+// every child exits, every buffer is released and unlinked, and the exit status is 0. Logs go to stderr,
+// with syslog priority prefixes when stderr is the journal (log.format auto) or log.format is journal.
 
 #include "config/config.h"
 #include "config/config_error.h"
-#include "daemon/supervisor.h"
+#include "daemon/notify.h"
+#include "daemon/service.h"
 
 #include <CLI/CLI.hpp>
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include <signal.h>
-#include <unistd.h>
 
 #include <iostream>
 
@@ -24,37 +25,34 @@ namespace {
 
 using namespace canopy;
 
-// Blocks the stop signals in this thread before any other thread exists, so every thread inherits the
-// mask and only sigwait() below receives them.
-sigset_t block_stop_signals() {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    ::sigprocmask(SIG_BLOCK, &set, nullptr);
-    return set;
-}
-
-int serve(const config::Config& cfg, const std::string& state_dir) {
-    auto log = spdlog::stderr_color_mt("daemon");
-    const sigset_t stop_signals = block_stop_signals();
-    daemon::Supervisor sup(daemon::from_config(cfg, state_dir));
-    log->info("zygote {} forked; starting {} children of {} (level {})", sup.zygote_pid(),
-              sup.options().children.size(), cfg.node.name, cfg.node.level);
-    sup.start();
-    for (const auto& w : sup.status()) {
-        log->info("{} {} pid {} {}", w.path, w.kind, w.pid, daemon::to_string(w.state));
+// Syslog priority prefix ("<3>") for journald, which reads it from each line of stderr.
+class PriorityFlag : public spdlog::custom_flag_formatter {
+public:
+    void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+        static constexpr const char* PRIORITY[] = {"<7>", "<7>", "<6>", "<4>", "<3>", "<2>", "<6>"};
+        const char* p = PRIORITY[static_cast<int>(msg.level)];
+        dest.append(p, p + 3);
     }
-    log->info("ready");
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
-    log->info("received {}, stopping", sigabbrev_np(sig) ? sigabbrev_np(sig) : "signal");
-    sup.stop();
-    log->info("stopped");
-    return 0;
+    std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<PriorityFlag>(); }
+};
+
+std::shared_ptr<spdlog::logger> make_logger(const config::LogConfig& cfg) {
+    auto log = spdlog::stderr_color_mt("daemon");
+    const bool journal = cfg.format == config::LogFormat::JOURNAL ||
+                         (cfg.format == config::LogFormat::AUTO && daemon::stderr_is_journal());
+    if (journal) {
+        auto formatter = std::make_unique<spdlog::pattern_formatter>();
+        formatter->add_flag<PriorityFlag>('*').set_pattern("%*%v");
+        log->set_formatter(std::move(formatter));
+    } else {
+        log->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
+    }
+    log->set_level(static_cast<spdlog::level::level_enum>(static_cast<int>(cfg.level)));
+    return log;
 }
 
 } // namespace
+
 
 int main(int argc, char** argv) {
     CLI::App app{"canopyd: the canopy task daemon for GPU hosts"};
@@ -87,7 +85,9 @@ int main(int argc, char** argv) {
         return 0;
     }
     try {
-        return serve(cfg, state_dir);
+        auto log = make_logger(cfg.log);
+        daemon::Service service(cfg, log);
+        return service.run();
     } catch (const std::exception& e) {
         std::cerr << "canopyd: " << e.what() << "\n";
         return 1;

@@ -115,6 +115,7 @@ private:
                 return;
             }
             TaskRequest request{kernel, target, decode_task_args(blob), frame->launch};
+            request.timeout = std::chrono::milliseconds(frame->timeout_ms);
             for (const TensorArg& arg : request.args.tensors) {
                 if (Backend{arg.tensor.buffer.backend} == Backend::POSIX_SHM) {
                     imports_.materialize(arg.tensor.buffer); // the name and size checks a chip makes

@@ -36,6 +36,8 @@ struct PendingTask {
     LaunchConfig launch{};
     std::vector<std::byte> blob;
     TaskCallback done;
+    std::chrono::milliseconds timeout{0};
+    bool enforce_timeout = false; // false when a nested supervisor enforces it below
 };
 
 // One incarnation of a child process.
@@ -69,6 +71,9 @@ struct ChildSlot {
     std::unique_ptr<Incarnation> live;
     std::deque<PendingTask> pending; // accepted, not yet in the mailbox
     std::unordered_map<std::uint64_t, PendingTask> in_flight; // by dispatch id
+    std::uint64_t oldest_dispatch = 0; // the frame the worker runs now (the oldest in flight)
+    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+    std::uint64_t timed_out_task = 0;  // the task whose timeout killed the current incarnation
 };
 
 } // namespace canopy::daemon

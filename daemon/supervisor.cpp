@@ -233,11 +233,20 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why) {
         const std::string died = "worker " + slot.path + " died (" + slot.last_exit + ")";
         for (auto& [dispatch, task] : slot.in_flight) {
             ++slot.tasks_failed;
-            results.emplace_back(std::move(task.done),
-                                 TaskResult{task.task_id, ErrorCode::WORKER_DIED,
-                                            died + " while running task " + std::to_string(task.task_id), 0, 0});
+            const bool timed_out = task.task_id == slot.timed_out_task;
+            results.emplace_back(
+                std::move(task.done),
+                timed_out ? TaskResult{task.task_id, ErrorCode::TIMEOUT,
+                                       "task " + std::to_string(task.task_id) + " ran past its timeout of " +
+                                           std::to_string(task.timeout.count()) + " ms; worker " + slot.path +
+                                           " was killed and restarts",
+                                       0, 0}
+                          : TaskResult{task.task_id, ErrorCode::WORKER_DIED,
+                                       died + " while running task " + std::to_string(task.task_id), 0, 0});
         }
         slot.in_flight.clear();
+        slot.timed_out_task = 0;
+        slot.deadline = Clock::time_point::max();
         const bool fatal = slot.last_exit.rfind("fatal: ", 0) == 0;
         if (stopping_) {
             slot.state = WorkerState::STOPPED;
@@ -269,20 +278,48 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why) {
 void Supervisor::housekeeping_loop() {
     std::unique_lock lock(events_mu_);
     while (!stopping_) {
-        if (restarts_due_.empty()) {
-            events_cv_.wait(lock);
+        auto wake = restarts_due_.empty() ? Clock::time_point::max() : restarts_due_.begin()->first;
+        for (const auto& slot : slots_) {
+            std::lock_guard slot_lock(slot->mu);
+            wake = std::min(wake, slot->deadline);
+        }
+        if (Clock::now() < wake) {
+            if (wake == Clock::time_point::max()) {
+                events_cv_.wait(lock);
+            } else {
+                events_cv_.wait_until(lock, wake);
+            }
             continue;
         }
-        const auto due = restarts_due_.begin()->first;
-        if (Clock::now() < due) {
-            events_cv_.wait_until(lock, due);
-            continue;
-        }
-        ChildSlot* slot = restarts_due_.begin()->second;
-        restarts_due_.erase(restarts_due_.begin());
         lock.unlock();
-        spawn(*slot);
+        expire_deadlines();
         lock.lock();
+        while (!restarts_due_.empty() && restarts_due_.begin()->first <= Clock::now() && !stopping_) {
+            ChildSlot* slot = restarts_due_.begin()->second;
+            restarts_due_.erase(restarts_due_.begin());
+            lock.unlock();
+            spawn(*slot);
+            lock.lock();
+        }
+    }
+}
+
+// Kills the worker of every slot whose running task outlived its timeout; the exit event then fails
+// that task with TIMEOUT and restarts the worker.
+void Supervisor::expire_deadlines() {
+    const auto now = Clock::now();
+    for (const auto& slot : slots_) {
+        std::lock_guard lock(slot->mu);
+        if (slot->deadline > now || !slot->live || slot->live->pid <= 0) {
+            continue;
+        }
+        const auto it = slot->in_flight.find(slot->oldest_dispatch);
+        slot->deadline = Clock::time_point::max();
+        if (it == slot->in_flight.end()) {
+            continue;
+        }
+        slot->timed_out_task = it->second.task_id;
+        ::kill(slot->live->pid, SIGKILL);
     }
 }
 
@@ -410,7 +447,8 @@ void Supervisor::stop() {
     }
     {
         std::unique_lock lock(events_mu_);
-        events_cv_.wait_for(lock, std::chrono::seconds(5), [&] { return by_pid_.empty(); });
+        // Without a zygote no exit is reported any more; its children died with it.
+        events_cv_.wait_for(lock, std::chrono::seconds(5), [&] { return by_pid_.empty() || zygote_lost_; });
     }
     zygote_.stop();
     if (event_thread_.joinable()) {

@@ -83,6 +83,11 @@ public:
     std::uint64_t submit(TaskRequest request, TaskCallback done);
     // Submits and waits for the result.
     TaskResult run(TaskRequest request);
+    // The submit-time checks alone (worker, kernel signature, every tensor, buffers, access,
+    // reachability, PE range); throws RequestError.
+    void check(const TaskRequest& request) const;
+    // The children of this supervisor, for reports.
+    bool has_chip(ChildKind kind) const;
 
     // Throws RequestError (NO_CONSUMER, UNKNOWN_WORKER, BAD_REQUEST).
     BufferDescriptor create_buffer(const BufferRequest& request);
@@ -128,6 +133,8 @@ private:
     void enqueue(ChildSlot& slot, PendingTask task);
     void completion_loop(ChildSlot& slot, Incarnation& inc);
     void fill_locked(ChildSlot& slot);
+    void arm_deadline_locked(ChildSlot& slot);
+    void expire_deadlines();
     void fail_all_locked(ChildSlot& slot, ErrorCode code, const std::string& message,
                          std::vector<std::pair<TaskCallback, TaskResult>>& out);
 

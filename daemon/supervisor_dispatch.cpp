@@ -158,16 +158,33 @@ void Supervisor::check_pe(const TaskRequest& request) const {
     }
 }
 
+void Supervisor::check(const TaskRequest& request) const {
+    check_request(resolve(request.worker), request);
+}
+
+bool Supervisor::has_chip(ChildKind kind) const {
+    for (const auto& slot : slots_) {
+        if (slot->spec.kind == kind ||
+            (slot->spec.kind == ChildKind::NODE && std::any_of(slot->spec.node->children.begin(),
+                                                               slot->spec.node->children.end(),
+                                                               [&](const ChildSpec& c) { return c.kind == kind; }))) {
+            return true;
+        }
+    }
+    return false;
+}
+
 std::uint64_t Supervisor::submit(TaskRequest request, TaskCallback done) {
-    const std::uint64_t task_id = next_task_id_++;
+    const std::uint64_t task_id = request.id != 0 ? request.id : next_task_id_++;
     PendingTask task;
     ChildSlot* slot = nullptr;
     try {
         const Route route = resolve(request.worker);
         check_request(route, request);
         slot = route.slot;
-        task = PendingTask{task_id, request.kernel, route.target, request.launch, encode_task_args(request.args),
-                           std::move(done)};
+        task = PendingTask{task_id,         request.kernel,  route.target, request.launch,
+                           encode_task_args(request.args), std::move(done), request.timeout,
+                           route.slot->spec.kind != ChildKind::NODE};
     } catch (const RequestError& e) {
         done(TaskResult{task_id, e.code(), e.what(), 0, 0});
         return task_id;
@@ -214,9 +231,33 @@ void Supervisor::fill_locked(ChildSlot& slot) {
     ipc::MailboxParent& mailbox = *slot.live->mailbox;
     while (!slot.pending.empty() && mailbox.can_submit()) {
         PendingTask& t = slot.pending.front();
-        const std::uint64_t dispatch = mailbox.submit({t.task_id, t.kernel, t.target, t.launch, t.blob});
+        const auto nested_timeout = t.enforce_timeout ? 0 : static_cast<std::uint32_t>(t.timeout.count());
+        const std::uint64_t dispatch =
+            mailbox.submit({t.task_id, t.kernel, t.target, t.launch, t.blob, nested_timeout});
         slot.in_flight.emplace(dispatch, std::move(t));
         slot.pending.pop_front();
+    }
+    arm_deadline_locked(slot);
+}
+
+void Supervisor::arm_deadline_locked(ChildSlot& slot) {
+    if (slot.in_flight.empty()) {
+        slot.deadline = Clock::time_point::max();
+        return;
+    }
+    std::uint64_t oldest = UINT64_MAX;
+    for (const auto& [dispatch, task] : slot.in_flight) {
+        oldest = std::min(oldest, dispatch);
+    }
+    if (oldest == slot.oldest_dispatch && slot.deadline != Clock::time_point::max()) {
+        return;
+    }
+    slot.oldest_dispatch = oldest;
+    const PendingTask& running = slot.in_flight.at(oldest);
+    const bool timed = running.enforce_timeout && running.timeout.count() > 0;
+    slot.deadline = timed ? Clock::now() + running.timeout : Clock::time_point::max();
+    if (timed) {
+        events_cv_.notify_all();
     }
 }
 
@@ -243,6 +284,7 @@ void Supervisor::completion_loop(ChildSlot& slot, Incarnation& inc) {
                                          TaskResult{c->task_id, c->code, std::move(c->message), c->start_ns, c->end_ns});
                     slot.in_flight.erase(it);
                 }
+                slot.deadline = Clock::time_point::max();
                 fill_locked(slot);
             } catch (const ipc::MailboxPoisoned& e) {
                 slot.last_exit = "fatal: mailbox poisoned: " + std::string(e.what());

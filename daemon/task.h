@@ -7,6 +7,7 @@
 #include "protocol/mailbox.h"
 #include "protocol/task_args.h"
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -18,6 +19,10 @@ struct TaskRequest {
     std::string worker; // "chip0", "/chip0", "/node0/chip1"
     TaskArgs args;
     LaunchConfig launch{};
+    std::uint64_t id = 0;                 // 0: the supervisor assigns one
+    std::chrono::milliseconds timeout{0}; // 0: none. Counted from the moment the task reaches the front
+                                          // of its worker's queue; on expiry the worker is killed and
+                                          // restarted and the task fails with TIMEOUT
 };
 
 struct TaskResult {

@@ -73,6 +73,7 @@ std::uint64_t MailboxParent::submit(const Dispatch& d) {
     f->trailer = trailer;
     f->launch = d.launch;
     f->blob_len = static_cast<std::uint32_t>(d.blob.size());
+    f->timeout_ms = d.timeout_ms;
     std::memcpy(f->blob, d.blob.data(), d.blob.size());
     sent_[next_dispatch_ % MAILBOX_FRAMES] = trailer;
     f->state.store(static_cast<std::uint32_t>(FrameState::READY), std::memory_order_release);

@@ -27,6 +27,7 @@ struct Dispatch {
     std::string_view target;   // path below the child; empty for the child itself
     LaunchConfig launch{};
     std::span<const std::byte> blob;
+    std::uint32_t timeout_ms = 0;
 };
 
 struct Completion {

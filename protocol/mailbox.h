@@ -77,7 +77,7 @@ struct alignas(64) TaskFrame {
     char target[TARGET_PATH_BYTES];   // path below the child ("" = the child itself); NUL-padded
     LaunchConfig launch;
     std::uint32_t blob_len;
-    std::uint32_t reserved1;
+    std::uint32_t timeout_ms;         // 0: none; a nested supervisor enforces it on its own worker
     std::byte blob[MAX_TASK_ARGS_BYTES];
     alignas(64) FrameResult result;
 };

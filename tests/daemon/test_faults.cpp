@@ -147,3 +147,25 @@ TEST_CASE("kill -9 of a nested node fails its task and the node comes back with 
     wait_running(sup, "/node0");
     CHECK(sup.run(task("sleep_ms", "/node0/chip1", {}, {ScalarArg::i64(1)})).ok());
 }
+
+TEST_CASE("a task past its timeout fails with TIMEOUT and only its worker restarts", "[daemon]") {
+    TempDir state;
+    Supervisor sup(l4_options(state.path, 1, 1));
+    sup.start();
+    for (const std::string path : {"/sub0", "/node0/chip1"}) {
+        INFO(path);
+        const pid_t node_before = pid_of(sup, "/node0");
+        const pid_t before = pid_of(sup, path);
+        auto slow = task("sleep_ms", path, {}, {ScalarArg::i64(20000)});
+        slow.timeout = std::chrono::milliseconds(200);
+        const auto r = sup.run(std::move(slow));
+        CHECK(r.code == ErrorCode::TIMEOUT);
+        CHECK_THAT(r.message, Catch::Contains("timeout of 200 ms"));
+        wait_running(sup, path);
+        CHECK(pid_of(sup, path) != before);
+        CHECK(pid_of(sup, "/node0") == node_before);
+        auto quick = task("sleep_ms", path, {}, {ScalarArg::i64(1)});
+        quick.timeout = std::chrono::milliseconds(5000);
+        CHECK(sup.run(std::move(quick)).ok());
+    }
+}

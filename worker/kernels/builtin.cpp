@@ -50,7 +50,8 @@ const std::array<KernelDef, 12> KERNELS{{
      detail::run_peer_read},
     {"allgather", Offer::CHIP_ONLY, Source::PEER_TABLE, PEER_TENSORS, NO_SCALARS, detail::check_allgather,
      detail::run_allgather},
-    {"sleep_ms", Offer::CHIP_AND_SUB, Source::OWN_BASE, NO_TENSORS, MS, detail::check_sleep_ms, detail::run_sleep_ms},
+    {"sleep_ms", Offer::CHIP_AND_SUB, Source::OWN_BASE, NO_TENSORS, MS, detail::check_sleep_ms, detail::run_sleep_ms,
+     true},
     {"abort", Offer::FAULT, Source::OWN_BASE, NO_TENSORS, NO_SCALARS, nullptr, detail::run_abort},
     {"segfault", Offer::FAULT, Source::OWN_BASE, NO_TENSORS, NO_SCALARS, nullptr, detail::run_segfault},
 }};

@@ -59,6 +59,9 @@ struct KernelDef {
     std::span<const ScalarParam> scalars;
     void (*check)(const KernelCall&); // agreement rules past the parameter lists; nullptr when none
     void (*run)(const KernelCall&);   // REQUIRES: the call passed check_builtin and its bases are valid
+    // Accepts any number of tensor arguments besides `tensors` and touches none of them: sleep_ms holds
+    // views so that tests and users can see the scheduler order work without moving data.
+    bool holds_extra_tensors = false;
 };
 
 [[noreturn]] void fail(ErrorCode code, const KernelCall& call, const std::string& problem);

@@ -1,0 +1,195 @@
+#include "daemon/service.h"
+
+#include "daemon/notify.h"
+
+#include <unistd.h>
+
+namespace canopy::daemon {
+
+namespace asio = boost::asio;
+
+SupervisorOptions service_options(const config::Config& config) {
+    return from_config(config, config.state_dir);
+}
+
+Service::Service(const config::Config& config, std::shared_ptr<spdlog::logger> log)
+    : config_(config), log_(std::move(log)), supervisor_(service_options(config)),
+      control_(io_,
+               ControlOptions{config.control.socket, config.control.allow_uids, config.control.allow_gids,
+                              config.control.max_frame_bytes},
+               [this](const nlohmann::json& request, const Peer& peer, Reply reply) {
+                   handle(request, peer, std::move(reply));
+               }),
+      signals_(io_, SIGTERM, SIGINT) {}
+
+Service::~Service() {
+    if (stopper_.joinable()) {
+        stopper_.join();
+    }
+}
+
+int Service::run() {
+    started_ = std::chrono::steady_clock::now();
+    log_->info("zygote {} forked; starting {} children of {} (level {})", supervisor_.zygote_pid(),
+               supervisor_.options().children.size(), config_.node.name, config_.node.level);
+    supervisor_.start();
+    control_.start();
+    start_metrics_listener();
+    signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
+        if (!ec) {
+            log_->info("received SIG{}, stopping", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+            begin_stop();
+        }
+    });
+    schedule_watchdog();
+    const auto workers = supervisor_.status();
+    for (const auto& w : workers) {
+        log_->info("{} {} pid {} {}", w.path, w.kind, w.pid, to_string(w.state));
+    }
+    const std::string ready = std::to_string(workers.size()) + " workers up; listening on " +
+                              config_.control.socket.string();
+    notify_ready(ready);
+    log_->info("ready: {}", ready);
+    if (stop_requested_) {
+        begin_stop();
+    }
+    io_.run();
+    if (stopper_.joinable()) {
+        stopper_.join();
+    }
+    log_->info("stopped");
+    return 0;
+}
+
+void Service::request_stop() {
+    stop_requested_ = true;
+    asio::post(io_, [this] { begin_stop(); });
+}
+
+// Runs on the io thread. The drain and the supervisor's stop block, so they run on a stopper thread that
+// ends the io_context when everything is down.
+void Service::begin_stop() {
+    {
+        std::lock_guard lock(mu_);
+        if (stopping_) {
+            return;
+        }
+        stopping_ = true;
+    }
+    notify_stopping();
+    control_.stop();
+    signals_.cancel();
+    if (watchdog_) {
+        watchdog_->cancel();
+    }
+    if (metrics_acceptor_) {
+        boost::system::error_code ignored;
+        metrics_acceptor_->close(ignored);
+    }
+    stopper_ = std::thread([this] {
+        const auto deadline = std::chrono::steady_clock::now() + config_.supervision.drain_timeout;
+        std::vector<std::function<void()>> callbacks;
+        {
+            std::unique_lock lock(mu_);
+            drained_.wait_until(lock, deadline, [&] { return book_.unfinished() == 0; });
+            for (const auto id : book_.unfinished_ids()) {
+                std::vector<scheduler::FailedTask> dependents;
+                if (scheduler_.state(id)) {
+                    scheduler_.fail(id, ErrorCode::WORKER_DIED, dependents);
+                }
+                auto cbs = book_.finish(id, "failed", ErrorCode::WORKER_DIED,
+                                        "the daemon stopped before the task finished", 0, 0);
+                callbacks.insert(callbacks.end(), cbs.begin(), cbs.end());
+            }
+        }
+        for (auto& cb : callbacks) {
+            cb();
+        }
+        supervisor_.stop();
+        asio::post(io_, [this] { io_.stop(); });
+    });
+}
+
+void Service::schedule_watchdog() {
+    const auto interval = watchdog_ping_interval();
+    if (!interval) {
+        return;
+    }
+    if (!watchdog_) {
+        watchdog_ = std::make_unique<asio::steady_timer>(io_);
+    }
+    notify_watchdog();
+    watchdog_->expires_after(*interval);
+    watchdog_->async_wait([this](const boost::system::error_code& ec) {
+        if (!ec) {
+            schedule_watchdog();
+        }
+    });
+}
+
+namespace {
+
+// One HTTP/1.0 exchange on the metrics listener: reads the request head (at most 8 KiB), answers GET
+// /metrics with the exposition text and anything else with 404, then closes.
+class MetricsExchange : public std::enable_shared_from_this<MetricsExchange> {
+public:
+    MetricsExchange(asio::ip::tcp::socket socket, std::function<std::string()> render)
+        : socket_(std::move(socket)), render_(std::move(render)) {}
+
+    void start() {
+        asio::async_read_until(socket_, asio::dynamic_buffer(head_, 8192), "\r\n\r\n",
+                               [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+                                   self->respond(ec);
+                               });
+    }
+
+private:
+    void respond(const boost::system::error_code& ec) {
+        if (ec) {
+            return;
+        }
+        const bool metrics = head_.rfind("GET /metrics ", 0) == 0 || head_.rfind("GET /metrics\r", 0) == 0;
+        const std::string body = metrics ? render_() : "not found\n";
+        reply_ = std::string(metrics ? "HTTP/1.0 200 OK\r\n" : "HTTP/1.0 404 Not Found\r\n") +
+                 "Content-Type: text/plain; version=0.0.4\r\nContent-Length: " + std::to_string(body.size()) +
+                 "\r\nConnection: close\r\n\r\n" + body;
+        asio::async_write(socket_, asio::buffer(reply_),
+                          [self = shared_from_this()](const boost::system::error_code&, std::size_t) {
+                              boost::system::error_code ignored;
+                              self->socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+                          });
+    }
+
+    asio::ip::tcp::socket socket_;
+    std::function<std::string()> render_;
+    std::string head_;
+    std::string reply_;
+};
+
+} // namespace
+
+void Service::start_metrics_listener() {
+    if (!config_.metrics.listen) {
+        return;
+    }
+    const auto& listen = *config_.metrics.listen;
+    asio::ip::tcp::resolver resolver(io_);
+    const auto endpoints = resolver.resolve(listen.host, std::to_string(listen.port));
+    metrics_acceptor_ = std::make_unique<asio::ip::tcp::acceptor>(io_, endpoints.begin()->endpoint());
+    log_->info("metrics on http://{}/metrics", config::to_string(listen));
+    auto accept = std::make_shared<std::function<void()>>();
+    *accept = [this, accept] {
+        metrics_acceptor_->async_accept([this, accept](const boost::system::error_code& ec, asio::ip::tcp::socket s) {
+            if (ec) {
+                return;
+            }
+            std::make_shared<MetricsExchange>(std::move(s), [this] {
+                return metrics_.render(supervisor_.status(), supervisor_.buffers());
+            })->start();
+            (*accept)();
+        });
+    };
+    (*accept)();
+}
+
+} // namespace canopy::daemon

@@ -1,0 +1,91 @@
+#pragma once
+// Service: canopyd as a whole. It owns the supervisor (process tree and buffers), the scheduler
+// (dependency inference across every client's tasks), the task book, the control server and the
+// optional metrics listener, and runs them on one io_context:
+//   construct  maps preloads and forks the zygote (REQUIRES a single-threaded process)
+//   run()      starts every child, listens, sends READY=1, serves until SIGTERM, SIGINT or a `shutdown`
+//              request, then stops: STOPPING=1, no new connections, accepted tasks drain up to the
+//              drain timeout (the rest fail), children exit, buffers are released; returns 0.
+//
+// Thread safety: request_stop() from any thread; everything else runs on the io thread, the supervisor's
+// threads (task results) and one stopper thread, and shares state under mu_.
+
+#include "config/config.h"
+#include "daemon/control_server.h"
+#include "daemon/json_codec.h"
+#include "daemon/metrics.h"
+#include "daemon/supervisor.h"
+#include "daemon/task_book.h"
+#include "scheduler/scheduler.h"
+
+#include <spdlog/logger.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace canopy::daemon {
+
+class Service {
+public:
+    Service(const config::Config& config, std::shared_ptr<spdlog::logger> log);
+    ~Service();
+
+    int run();
+    void request_stop();
+
+    Supervisor& supervisor() noexcept { return supervisor_; }
+
+private:
+    // control requests (service_handlers.cpp)
+    void handle(const nlohmann::json& request, const Peer& peer, Reply reply);
+    nlohmann::json handle_status() const;
+    nlohmann::json handle_buffer_create(const nlohmann::json& request);
+    nlohmann::json handle_buffer_transfer(const nlohmann::json& request, bool write);
+    nlohmann::json handle_module_load(const nlohmann::json& request);
+    BufferDescriptor resolve_buffer(const std::string& id, const std::string& where) const;
+    BufferInfo live_buffer(const nlohmann::json& request) const;
+
+    // tasks (service_tasks.cpp)
+    void handle_run(const nlohmann::json& request, Reply reply, bool single);
+    void handle_wait(const nlohmann::json& request, Reply reply);
+    void on_result(std::uint64_t id, const TaskResult& result);
+    void dispatch_ready_locked(std::vector<TaskRequest>& out);
+    void dispatch(std::vector<TaskRequest> requests);
+    std::vector<std::function<void()>> finish_locked(std::uint64_t id, const std::string& state, ErrorCode code,
+                                                      const std::string& message, std::uint64_t start_ns,
+                                                      std::uint64_t end_ns);
+
+    void begin_stop();
+    void start_metrics_listener();
+    void schedule_watchdog();
+
+    config::Config config_;
+    std::shared_ptr<spdlog::logger> log_;
+    Supervisor supervisor_;
+    boost::asio::io_context io_;
+    ControlServer control_;
+    Metrics metrics_;
+    std::chrono::steady_clock::time_point started_;
+
+    mutable std::mutex mu_;
+    std::condition_variable drained_;
+    scheduler::Scheduler scheduler_;
+    TaskBook book_;
+    std::uint64_t next_task_ = 1;
+    bool stopping_ = false;
+
+    std::unique_ptr<boost::asio::ip::tcp::acceptor> metrics_acceptor_;
+    std::unique_ptr<boost::asio::steady_timer> watchdog_;
+    boost::asio::signal_set signals_;
+    std::thread stopper_;
+    std::atomic<bool> stop_requested_{false};
+};
+
+// The supervisor options of a config with the state dir it names.
+SupervisorOptions service_options(const config::Config& config);
+
+} // namespace canopy::daemon

@@ -1,0 +1,289 @@
+#include "daemon/service.h"
+
+#include "ipc/mapped_region.h"
+#include "ipc/sys_error.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace canopy::daemon {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::uint64_t MAX_READ_CHUNK = 512 * 1024;
+
+[[noreturn]] void bad(const std::string& message) {
+    throw RequestError(ErrorCode::BAD_REQUEST, message);
+}
+
+// RFC 4648 base64 with padding.
+constexpr char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+std::string base64_encode(const std::byte* data, std::size_t n) {
+    std::string out;
+    out.reserve((n + 2) / 3 * 4);
+    for (std::size_t i = 0; i < n; i += 3) {
+        const std::uint32_t b0 = std::to_integer<std::uint32_t>(data[i]);
+        const std::uint32_t b1 = i + 1 < n ? std::to_integer<std::uint32_t>(data[i + 1]) : 0;
+        const std::uint32_t b2 = i + 2 < n ? std::to_integer<std::uint32_t>(data[i + 2]) : 0;
+        const std::uint32_t v = (b0 << 16) | (b1 << 8) | b2;
+        out.push_back(B64[(v >> 18) & 63]);
+        out.push_back(B64[(v >> 12) & 63]);
+        out.push_back(i + 1 < n ? B64[(v >> 6) & 63] : '=');
+        out.push_back(i + 2 < n ? B64[v & 63] : '=');
+    }
+    return out;
+}
+
+std::vector<std::byte> base64_decode(const std::string& text) {
+    if (text.size() % 4 != 0) {
+        bad("data: base64 length " + std::to_string(text.size()) + " is not a multiple of 4");
+    }
+    std::vector<std::byte> out;
+    out.reserve(text.size() / 4 * 3);
+    for (std::size_t i = 0; i < text.size(); i += 4) {
+        std::uint32_t v = 0;
+        int pad = 0;
+        for (std::size_t k = 0; k < 4; ++k) {
+            const char c = text[i + k];
+            const char* p = c == '=' ? nullptr : std::strchr(B64, c);
+            if (c == '=' && i + 4 == text.size() && k >= 2) {
+                ++pad;
+                v <<= 6;
+                continue;
+            }
+            if (p == nullptr || c == '\0' || pad > 0) {
+                bad("data: invalid base64 at offset " + std::to_string(i + k));
+            }
+            v = (v << 6) | static_cast<std::uint32_t>(p - B64);
+        }
+        out.push_back(static_cast<std::byte>(v >> 16));
+        if (pad < 2) {
+            out.push_back(static_cast<std::byte>((v >> 8) & 0xff));
+        }
+        if (pad < 1) {
+            out.push_back(static_cast<std::byte>(v & 0xff));
+        }
+    }
+    return out;
+}
+
+// A host view of a buffer's bytes in this process: shm mapped by name, a memfd mapped from the
+// registry, or the supervisor's own mapping of a preloaded arena.
+struct HostView {
+    ipc::MappedRegion region;
+    std::byte* base = nullptr;
+};
+
+HostView map_for_transfer(const BufferInfo& info, const BufferRegistry& registry, bool write) {
+    const BufferDescriptor& d = info.descriptor;
+    HostView view;
+    switch (Backend{d.backend}) {
+    case Backend::POSIX_SHM: {
+        const std::string path = "/" + std::string(shm_name(d));
+        ipc::UniqueFd fd(ipc::sys_check(::shm_open(path.c_str(), O_RDWR | O_CLOEXEC, 0), "shm_open"));
+        view.region = ipc::MappedRegion::map_shared(fd.get(), d.nbytes, true);
+        view.base = view.region.data();
+        return view;
+    }
+    case Backend::SIM_VMM: {
+        auto fds = registry.dup_fds(d.identity);
+        if (fds.empty()) {
+            throw RequestError(ErrorCode::UNKNOWN_BUFFER, "buffer " + to_string(d.identity) + " has no backing");
+        }
+        view.region = ipc::MappedRegion::map_shared(fds[0].get(), d.nbytes, true);
+        view.base = view.region.data();
+        return view;
+    }
+    case Backend::FORK_SHM:
+    case Backend::FORK_COW:
+        if (write && Backend{d.backend} == Backend::FORK_COW) {
+            throw RequestError(ErrorCode::ACCESS_DENIED, "preloaded arena '" + info.name + "' is read-only");
+        }
+        view.base = reinterpret_cast<std::byte*>(fork_base(d));
+        return view;
+    case Backend::CUDA_VMM:
+        break;
+    }
+    throw RequestError(ErrorCode::UNREACHABLE_BUFFER,
+                       "cuda_vmm buffers are read and written through their chip, which this build does not run");
+}
+
+} // namespace
+
+void Service::handle(const json& request, const Peer& /*peer*/, Reply reply) {
+    try {
+        const std::string op = string_member(request, "op", "request");
+        if (op == "submit" || op == "run") {
+            handle_run(request, std::move(reply), op == "submit");
+            return;
+        }
+        if (op == "wait") {
+            handle_wait(request, std::move(reply));
+            return;
+        }
+        json result = json::object();
+        if (op == "status") {
+            result = handle_status();
+        } else if (op == "buffer.create") {
+            result = handle_buffer_create(request);
+        } else if (op == "buffer.list") {
+            json list = json::array();
+            for (const auto& b : supervisor_.buffers()) {
+                list.push_back(buffer_json(b));
+            }
+            result = {{"buffers", list}};
+        } else if (op == "buffer.show") {
+            result = {{"buffer", buffer_json(live_buffer(request))}};
+        } else if (op == "buffer.release") {
+            const auto warning = supervisor_.release_buffer(live_buffer(request).descriptor.identity);
+            if (warning) {
+                result["warning"] = *warning;
+            }
+        } else if (op == "buffer.write" || op == "buffer.read") {
+            result = handle_buffer_transfer(request, op == "buffer.write");
+        } else if (op == "tasks") {
+            std::lock_guard lock(mu_);
+            result = {{"tasks", book_.list()}};
+        } else if (op == "metrics") {
+            result = {{"text", metrics_.render(supervisor_.status(), supervisor_.buffers())}};
+        } else if (op == "module.load") {
+            result = handle_module_load(request);
+        } else if (op == "shutdown") {
+            reply(json::object());
+            request_stop();
+            return;
+        } else {
+            bad("unknown op \"" + op + "\"");
+        }
+        reply(std::move(result));
+    } catch (const RequestError& e) {
+        reply(error_reply(error_code_name(e.code()), e.what()));
+    } catch (const WireError& e) {
+        reply(error_reply(error_code_name(e.code()), e.what()));
+    } catch (const std::exception& e) {
+        reply(error_reply("BAD_REQUEST", e.what()));
+    }
+}
+
+json Service::handle_status() const {
+    json workers = json::array();
+    for (const auto& w : supervisor_.status()) {
+        workers.push_back(worker_json(w));
+    }
+    const double uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    return {{"node", {{"name", config_.node.name}, {"level", config_.node.level}}},
+            {"pid", ::getpid()},
+            {"uptime_s", uptime},
+            {"workers", workers}};
+}
+
+BufferDescriptor Service::resolve_buffer(const std::string& id, const std::string& where) const {
+    BufferRegistry& registry = const_cast<Supervisor&>(supervisor_).registry();
+    CanonicalIdentity identity{};
+    try {
+        identity = parse_identity(id);
+    } catch (const WireError&) {
+        if (auto arena = registry.find_arena(id)) {
+            return arena->descriptor;
+        }
+        throw RequestError(ErrorCode::UNKNOWN_BUFFER,
+                           where + ": no buffer '" + id + "' (not a buffer ID nor a preloaded arena's name)");
+    }
+    switch (registry.lookup(identity)) {
+    case BufferLookup::LIVE:
+        return registry.find(identity)->descriptor;
+    case BufferLookup::STALE:
+        throw RequestError(ErrorCode::STALE_BUFFER, where + ": buffer " + id + " was released");
+    case BufferLookup::UNKNOWN:
+        break;
+    }
+    throw RequestError(ErrorCode::UNKNOWN_BUFFER, where + ": no buffer " + id);
+}
+
+BufferInfo Service::live_buffer(const json& request) const {
+    const auto d = resolve_buffer(string_member(request, "buffer", "request"), "buffer");
+    return *const_cast<Supervisor&>(supervisor_).registry().find(d.identity);
+}
+
+json Service::handle_buffer_create(const json& request) {
+    BufferRequest r;
+    r.nbytes = uint_member(request, "bytes", "request");
+    r.access = request.contains("access") ? parse_access(string_member(request, "access", "request"))
+                                          : Access::READWRITE;
+    r.on = request.contains("on") ? string_member(request, "on", "request") : "";
+    const std::string backend = request.contains("backend") ? string_member(request, "backend", "request") : "shm";
+    if (backend == "shm") {
+        r.backend = Backend::POSIX_SHM;
+    } else if (backend == "vmm") {
+        if (r.on.empty()) {
+            bad("a vmm buffer needs --on CHIP");
+        }
+        r.backend = Backend::SIM_VMM;
+        for (const auto& w : supervisor_.status()) {
+            if ((w.path == r.on || w.path == "/" + r.on) && w.backend == "cuda") {
+                r.backend = Backend::CUDA_VMM;
+            }
+        }
+    } else if (backend == "symmetric") {
+        const json& world = member(request, "world", "request");
+        if (!world.is_array() || world.empty()) {
+            bad("world: expected a non-empty array of chip paths");
+        }
+        for (const auto& chip : world) {
+            if (!chip.is_string()) {
+                bad("world: expected chip paths");
+            }
+            r.world.push_back(chip.get<std::string>());
+        }
+        r.backend = Backend::SIM_VMM;
+    } else {
+        bad("backend: expected \"shm\", \"vmm\" or \"symmetric\", got \"" + backend + "\"");
+    }
+    const BufferDescriptor d = supervisor_.create_buffer(r);
+    log_->debug("created buffer {} ({} bytes, {})", to_string(d.identity), d.nbytes, to_string(Backend{d.backend}));
+    return {{"buffer", buffer_json(*supervisor_.registry().find(d.identity))}};
+}
+
+json Service::handle_buffer_transfer(const json& request, bool write) {
+    const BufferInfo info = live_buffer(request);
+    const std::uint64_t nbytes = info.descriptor.nbytes;
+    const std::uint64_t offset = uint_member(request, "offset", "request", 0);
+    if (offset > nbytes) {
+        bad("offset " + std::to_string(offset) + " is past the end of the " + std::to_string(nbytes) + "-byte buffer");
+    }
+    if (write) {
+        const auto data = base64_decode(string_member(request, "data", "request"));
+        if (data.size() > nbytes - offset) {
+            bad("writing " + std::to_string(data.size()) + " bytes at offset " + std::to_string(offset) +
+                " runs past the end of the " + std::to_string(nbytes) + "-byte buffer");
+        }
+        HostView view = map_for_transfer(info, supervisor_.registry(), true);
+        std::memcpy(view.base + offset, data.data(), data.size());
+        return {{"written", data.size()}};
+    }
+    const std::uint64_t want = uint_member(request, "bytes", "request", std::min(nbytes - offset, MAX_READ_CHUNK));
+    if (want > MAX_READ_CHUNK) {
+        bad("bytes: at most " + std::to_string(MAX_READ_CHUNK) + " per request");
+    }
+    if (want > nbytes - offset) {
+        bad("reading " + std::to_string(want) + " bytes at offset " + std::to_string(offset) +
+            " runs past the end of the " + std::to_string(nbytes) + "-byte buffer");
+    }
+    HostView view = map_for_transfer(info, supervisor_.registry(), false);
+    return {{"data", base64_encode(view.base + offset, want)}};
+}
+
+json Service::handle_module_load(const json& request) {
+    (void)string_member(request, "name", "request");
+    if (!supervisor_.has_chip(ChildKind::CUDA_CHIP)) {
+        throw RequestError(ErrorCode::NO_CONSUMER, "module load: no cuda chip in this topology can load a module");
+    }
+    bad("module load: CUDA modules are not supported by this build yet");
+}
+
+} // namespace canopy::daemon

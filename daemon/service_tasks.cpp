@@ -1,0 +1,220 @@
+#include "daemon/service.h"
+
+#include "scheduler/checks.h"
+#include "worker/worker_loop.h"
+
+#include <memory>
+#include <set>
+
+namespace canopy::daemon {
+namespace {
+
+using nlohmann::json;
+
+struct Rejection {
+    ErrorCode code;
+    std::string message;
+};
+
+// Waits for a set of tasks; replies once the last one finished, listing them all in graph order.
+struct GraphWaiter {
+    std::vector<std::uint64_t> ids;
+    std::size_t remaining = 0;
+    Reply reply;
+    bool single = false;
+};
+
+} // namespace
+
+void Service::handle_run(const json& request, Reply reply, bool single) {
+    std::vector<json> task_json_list;
+    if (single) {
+        task_json_list.push_back(member(request, "task", "request"));
+    } else {
+        const json& graph = member(request, "graph", "request");
+        const json& tasks = member(graph, "tasks", "graph");
+        if (!tasks.is_array() || tasks.empty()) {
+            throw RequestError(ErrorCode::BAD_REQUEST, "graph.tasks: expected a non-empty array");
+        }
+        task_json_list.assign(tasks.begin(), tasks.end());
+    }
+    const bool wait = request.contains("wait") && request["wait"].is_boolean() && request["wait"].get<bool>();
+    const auto resolver = [this](const std::string& id, const std::string& where) { return resolve_buffer(id, where); };
+
+    // Parse and check every task before any is queued: a graph runs whole or not at all.
+    std::vector<ParsedTask> parsed(task_json_list.size());
+    std::vector<std::optional<Rejection>> rejected(task_json_list.size());
+    std::set<std::string> names;
+    bool any_rejected = false;
+    for (std::size_t i = 0; i < task_json_list.size(); ++i) {
+        const std::string where = single ? "task" : "tasks[" + std::to_string(i) + "]";
+        try {
+            parsed[i] = parse_task(task_json_list[i], resolver, where);
+            if (!names.insert(parsed[i].name).second) {
+                throw RequestError(ErrorCode::BAD_REQUEST, where + ": task name '" + parsed[i].name +
+                                                               "' is used twice in the graph");
+            }
+            supervisor_.check(parsed[i].request);
+            scheduler::check_no_overlapping_writes(parsed[i].request.args.tensors);
+            parsed[i].request.timeout = config_.supervision.task_timeout;
+        } catch (const RequestError& e) {
+            rejected[i] = Rejection{e.code(), where + ": " + e.what()};
+        } catch (const WireError& e) {
+            rejected[i] = Rejection{e.code(), where + ": " + e.what()};
+        }
+        if (rejected[i] && parsed[i].name.empty()) {
+            const json& t = task_json_list[i];
+            parsed[i].name = t.is_object() && t.contains("name") && t["name"].is_string()
+                                 ? t["name"].get<std::string>()
+                                 : "task" + std::to_string(i);
+        }
+        any_rejected = any_rejected || rejected[i].has_value();
+    }
+
+    auto waiter = std::make_shared<GraphWaiter>();
+    waiter->single = single;
+    std::vector<TaskRequest> to_dispatch;
+    std::vector<std::function<void()>> callbacks;
+    {
+        std::lock_guard lock(mu_);
+        if (stopping_) {
+            throw RequestError(ErrorCode::WORKER_DIED, "the daemon is stopping");
+        }
+        std::string first_bad;
+        for (std::size_t i = 0; i < parsed.size() && first_bad.empty(); ++i) {
+            if (rejected[i]) {
+                first_bad = parsed[i].name;
+            }
+        }
+        for (std::size_t i = 0; i < parsed.size(); ++i) {
+            TaskRecord record;
+            record.id = next_task_++;
+            record.name = parsed[i].name;
+            record.kernel = parsed[i].request.kernel;
+            record.on = parsed[i].request.worker;
+            record.submitted_ns = worker::monotonic_ns();
+            waiter->ids.push_back(record.id);
+            if (any_rejected) {
+                book_.add(std::move(record));
+                const auto id = waiter->ids.back();
+                const Rejection r = rejected[i] ? *rejected[i]
+                                                : Rejection{ErrorCode::BAD_REQUEST,
+                                                            "not run: task '" + first_bad + "' of this graph was rejected"};
+                auto cbs = book_.finish(id, "rejected", r.code, r.message, 0, 0);
+                metrics_.task_finished("rejected", "", 0);
+                continue;
+            }
+            parsed[i].request.id = record.id;
+            record.request = std::move(parsed[i].request);
+            TaskRecord& stored = book_.add(std::move(record));
+            ++waiter->remaining;
+            stored.on_finish.push_back([this, waiter] {
+                if (--waiter->remaining == 0 && waiter->reply) {
+                    json list = json::array();
+                    for (const auto id : waiter->ids) {
+                        list.push_back(task_json(*book_.find(id)));
+                    }
+                    auto done = std::move(waiter->reply);
+                    done(waiter->single ? json{{"task", list[0]}} : json{{"tasks", list}});
+                }
+            });
+            scheduler_.add(stored.id, stored.name, stored.request->args.tensors);
+        }
+        dispatch_ready_locked(to_dispatch);
+        if (!wait || any_rejected) {
+            json list = json::array();
+            for (const auto id : waiter->ids) {
+                list.push_back(task_json(*book_.find(id)));
+            }
+            json result = single ? json{{"task", list[0]}} : json{{"tasks", list}};
+            if (any_rejected) {
+                const auto& first = *std::find_if(rejected.begin(), rejected.end(), [](const auto& r) { return r; });
+                result["ok"] = false;
+                result["error"] = {{"code", error_code_name(first->code)}, {"message", first->message}};
+            }
+            reply(std::move(result));
+        } else {
+            waiter->reply = std::move(reply);
+        }
+    }
+    dispatch(std::move(to_dispatch));
+}
+
+void Service::handle_wait(const json& request, Reply reply) {
+    const std::uint64_t id = uint_member(request, "task_id", "request");
+    std::lock_guard lock(mu_);
+    TaskRecord* t = book_.find(id);
+    if (t == nullptr) {
+        throw RequestError(ErrorCode::BAD_REQUEST, "no task " + std::to_string(id) +
+                                                       " (unknown, or finished too long ago to be remembered)");
+    }
+    if (t->finished()) {
+        reply({{"task", task_json(*t)}});
+        return;
+    }
+    t->on_finish.push_back([this, id, reply = std::move(reply)] { reply({{"task", task_json(*book_.find(id))}}); });
+}
+
+// Moves every READY task out of the scheduler into `out`, marking it running. REQUIRES mu_.
+void Service::dispatch_ready_locked(std::vector<TaskRequest>& out) {
+    while (const auto id = scheduler_.pop_ready()) {
+        TaskRecord* t = book_.find(*id);
+        t->state = "running";
+        out.push_back(std::move(*t->request));
+        t->request.reset();
+    }
+}
+
+void Service::dispatch(std::vector<TaskRequest> requests) {
+    for (auto& request : requests) {
+        const std::uint64_t id = request.id;
+        supervisor_.submit(std::move(request), [this, id](TaskResult r) { on_result(id, r); });
+    }
+}
+
+std::vector<std::function<void()>> Service::finish_locked(std::uint64_t id, const std::string& state, ErrorCode code,
+                                                          const std::string& message, std::uint64_t start_ns,
+                                                          std::uint64_t end_ns) {
+    const TaskRecord* t = book_.find(id);
+    const std::string worker = t ? t->on : "";
+    const double seconds = end_ns > start_ns ? static_cast<double>(end_ns - start_ns) * 1e-9 : 0.0;
+    metrics_.task_finished(state, worker, seconds);
+    return book_.finish(id, state, code, message, start_ns, end_ns);
+}
+
+void Service::on_result(std::uint64_t id, const TaskResult& result) {
+    std::vector<std::function<void()>> callbacks;
+    std::vector<TaskRequest> to_dispatch;
+    {
+        std::lock_guard lock(mu_);
+        if (!scheduler_.state(id)) {
+            return; // failed already (the daemon stopped)
+        }
+        if (result.ok()) {
+            std::vector<scheduler::TaskId> now_ready;
+            scheduler_.complete(id, now_ready);
+            callbacks = finish_locked(id, "completed", ErrorCode::OK, {}, result.start_ns, result.end_ns);
+        } else {
+            std::vector<scheduler::FailedTask> dependents;
+            scheduler_.fail(id, result.code, dependents);
+            callbacks = finish_locked(id, "failed", result.code, result.message, result.start_ns, result.end_ns);
+            for (const auto& [dependent, message] : dependents) {
+                auto more = finish_locked(dependent, "failed", ErrorCode::DEPENDENCY_FAILED, message, 0, 0);
+                callbacks.insert(callbacks.end(), more.begin(), more.end());
+            }
+        }
+        if (!stopping_ || book_.unfinished() > 0) {
+            dispatch_ready_locked(to_dispatch);
+        }
+        // Callbacks read the book, so they run under the lock; they only format and post replies.
+        for (auto& cb : callbacks) {
+            cb();
+        }
+        if (book_.unfinished() == 0) {
+            drained_.notify_all();
+        }
+    }
+    dispatch(std::move(to_dispatch));
+}
+
+} // namespace canopy::daemon

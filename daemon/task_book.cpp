@@ -1,0 +1,83 @@
+#include "daemon/task_book.h"
+
+#include <algorithm>
+
+namespace canopy::daemon {
+
+nlohmann::json task_json(const TaskRecord& t) {
+    nlohmann::json j = {{"name", t.name},         {"id", t.id},          {"kernel", t.kernel},
+                        {"on", t.on},             {"state", t.state},    {"submitted_ns", t.submitted_ns},
+                        {"start_ns", t.start_ns}, {"end_ns", t.end_ns}};
+    if (t.state == "failed" || t.state == "rejected") {
+        j["error"] = {{"code", error_code_name(t.code)}, {"message", t.message}};
+    }
+    return j;
+}
+
+TaskRecord& TaskBook::add(TaskRecord record) {
+    const auto id = record.id;
+    return live_.emplace(id, std::move(record)).first->second;
+}
+
+TaskRecord* TaskBook::find(std::uint64_t id) {
+    if (auto it = live_.find(id); it != live_.end()) {
+        return &it->second;
+    }
+    if (auto it = done_.find(id); it != done_.end()) {
+        return &it->second;
+    }
+    return nullptr;
+}
+
+std::vector<std::function<void()>> TaskBook::finish(std::uint64_t id, const std::string& state, ErrorCode code,
+                                                    std::string message, std::uint64_t start_ns,
+                                                    std::uint64_t end_ns) {
+    auto it = live_.find(id);
+    if (it == live_.end()) {
+        return {};
+    }
+    TaskRecord record = std::move(it->second);
+    live_.erase(it);
+    record.state = state;
+    record.code = code;
+    record.message = std::move(message);
+    record.start_ns = start_ns;
+    record.end_ns = end_ns;
+    record.request.reset();
+    auto callbacks = std::move(record.on_finish);
+    record.on_finish.clear();
+    done_.emplace(id, std::move(record));
+    done_order_.push_back(id);
+    while (done_order_.size() > HISTORY) {
+        done_.erase(done_order_.front());
+        done_order_.pop_front();
+    }
+    return callbacks;
+}
+
+std::vector<nlohmann::json> TaskBook::list() const {
+    std::vector<const TaskRecord*> all;
+    for (const auto& [id, t] : live_) {
+        all.push_back(&t);
+    }
+    for (const auto id : done_order_) {
+        all.push_back(&done_.at(id));
+    }
+    std::sort(all.begin(), all.end(), [](const TaskRecord* a, const TaskRecord* b) { return a->id < b->id; });
+    std::vector<nlohmann::json> out;
+    for (const auto* t : all) {
+        out.push_back(task_json(*t));
+    }
+    return out;
+}
+
+std::vector<std::uint64_t> TaskBook::unfinished_ids() const {
+    std::vector<std::uint64_t> ids;
+    for (const auto& [id, t] : live_) {
+        ids.push_back(id);
+    }
+    std::sort(ids.begin(), ids.end());
+    return ids;
+}
+
+} // namespace canopy::daemon

@@ -1,0 +1,60 @@
+#pragma once
+// TaskBook: the daemon's record of every task it accepted: name, kernel, worker, state, error and
+// times, the request until it is dispatched, and who waits for it. Unfinished tasks are kept until they
+// finish; finished ones are kept as history (the newest HISTORY of them) for `canopy tasks` and `wait`.
+//
+// Thread safety: none; the Service holds its mutex around every call.
+
+#include "daemon/control_server.h"
+#include "daemon/task.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace canopy::daemon {
+
+struct TaskRecord {
+    std::uint64_t id = 0;
+    std::string name;
+    std::string kernel;
+    std::string on;
+    std::string state = "queued"; // queued | running | completed | failed | rejected
+    ErrorCode code = ErrorCode::OK;
+    std::string message;
+    std::uint64_t submitted_ns = 0;
+    std::uint64_t start_ns = 0;
+    std::uint64_t end_ns = 0;
+    std::optional<TaskRequest> request; // until dispatched
+    std::vector<std::function<void()>> on_finish;
+
+    bool finished() const noexcept { return state == "completed" || state == "failed" || state == "rejected"; }
+};
+
+nlohmann::json task_json(const TaskRecord& t);
+
+class TaskBook {
+public:
+    static constexpr std::size_t HISTORY = 1000;
+
+    TaskRecord& add(TaskRecord record);
+    TaskRecord* find(std::uint64_t id);
+    // Marks a task finished, moves it to history and returns the callbacks to run (outside the lock).
+    std::vector<std::function<void()>> finish(std::uint64_t id, const std::string& state, ErrorCode code,
+                                              std::string message, std::uint64_t start_ns, std::uint64_t end_ns);
+    std::vector<nlohmann::json> list() const;
+    std::size_t unfinished() const noexcept { return live_.size(); }
+    std::vector<std::uint64_t> unfinished_ids() const;
+
+private:
+    std::unordered_map<std::uint64_t, TaskRecord> live_;
+    std::unordered_map<std::uint64_t, TaskRecord> done_;
+    std::deque<std::uint64_t> done_order_;
+};
+
+} // namespace canopy::daemon

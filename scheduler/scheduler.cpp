@@ -1,0 +1,309 @@
+// Pruning. When a write W of a new task T covers an outstanding access A of an older task U (every byte of
+// A is a byte of W), T depends on U, and A is parked: taken out of the queries. No ordering is lost:
+//   - a later task X that conflicts with A shares a byte with A, hence with W; W writes, so X conflicts
+//     with W and depends on T (or, if W is parked in turn, on the task that covers W), and T waits for U;
+//   - T completes only after U has finished, so X never sees T finished while U still runs;
+//   - if T fails (or is cancelled) first, every X that reached U through W fails with it, and T puts A
+//     back into the queries for the tasks added after that.
+// A chain of writes over one view therefore keeps one access in the index, and a writer after N readers
+// parks all N of them.
+
+#include "scheduler/scheduler.h"
+
+#include "protocol/overlap.h"
+
+#include <algorithm>
+#include <iterator>
+#include <stdexcept>
+
+namespace canopy::scheduler {
+namespace {
+
+using detail::AccessIndex;
+using detail::AccessRef;
+using detail::Link;
+using detail::Node;
+
+// Grows `v` geometrically so that `extra` more elements fit without a reallocation.
+template <class T>
+void reserve_more(std::vector<T>& v, std::size_t extra) {
+    if (v.capacity() - v.size() < extra) {
+        v.reserve(std::max(v.size() + extra, 2 * v.capacity()));
+    }
+}
+
+std::string task_label(TaskId id) {
+    return "task " + std::to_string(id);
+}
+
+} // namespace
+
+const char* to_string(TaskState state) noexcept {
+    switch (state) {
+    case TaskState::WAITING:
+    case TaskState::READY:
+        return "queued";
+    case TaskState::RUNNING:
+        return "running";
+    case TaskState::COMPLETED:
+        return "completed";
+    case TaskState::FAILED:
+        return "failed";
+    }
+    return "unknown";
+}
+
+bool Scheduler::add(TaskId id, std::string_view name, std::span<const TensorArg> args) {
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        if (!is_valid(args[i].tag)) {
+            throw std::logic_error("add: " + task_label(id) + " args[" + std::to_string(i) + "] has tag " +
+                                   std::to_string(static_cast<unsigned>(args[i].tag)) +
+                                   ", not input, output or inout");
+        }
+    }
+    const std::uint32_t slot = tasks_.allocate(id, next_seq_++);
+    try {
+        Node& node = tasks_.node(slot);
+        node.name.assign(name);
+        footprints_.clear();
+        for (const TensorArg& arg : args) {
+            tasks_.handles.append(node.accesses, AccessIndex::Handle{});
+            footprints_.push_back(detail::footprint_of(arg.tensor));
+        }
+        link_dependencies(slot, args);
+        index_accesses(slot, args);
+        tasks_.pruned.reserve(prunable_.size());
+        index_.reserve_parking(prunable_.size());
+        reserve_more(ready_, 1);
+    } catch (...) {
+        abandon(slot);
+        throw;
+    }
+    // Nothing below allocates or throws.
+    Node& node = tasks_.node(slot);
+    for (const AccessRef& ref : prunable_) {
+        AccessIndex::Handle& covered = tasks_.handles[ref.access];
+        if (!covered.parked) { // two writes of this task may cover one access
+            index_.park(covered);
+            tasks_.pruned.append(node.pruned, {tasks_.node(ref.slot).seq, ref.slot, ref.access});
+        }
+    }
+    node.state = node.pending == 0 ? TaskState::READY : TaskState::WAITING;
+    if (node.state == TaskState::READY) {
+        push_ready(slot);
+    }
+    return node.state == TaskState::READY;
+}
+
+// Links the task at `slot` after every outstanding access it conflicts with, and lists in prunable_ the
+// accesses its writes cover.
+void Scheduler::link_dependencies(std::uint32_t slot, std::span<const TensorArg> args) {
+    Node& node = tasks_.node(slot);
+    prunable_.clear();
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const Tensor& mine = args[i].tensor;
+        const detail::Footprint& footprint = footprints_[i];
+        const bool writes = tag_writes(args[i].tag);
+        const auto visit = [&](AccessRef ref, const Tensor& theirs, detail::Span their_bytes) {
+            const Overlap overlap = tensor_overlap(mine, theirs);
+            // COVERED views share a byte; footprints can only separate a PARTIAL pair.
+            if (overlap == Overlap::NONE ||
+                (overlap == Overlap::PARTIAL && detail::footprints_disjoint(footprint, detail::footprint_of(theirs)))) {
+                return;
+            }
+            Node& owner = tasks_.node(ref.slot);
+            const detail::List& edges = owner.dependents;
+            if (edges.empty() || tasks_.links[edges.tail].seq != node.seq) { // one edge per pair of tasks
+                tasks_.links.append(owner.dependents, Link{slot, node.seq});
+                ++node.pending;
+            }
+            if (writes && detail::covers(mine, footprint.bytes, theirs, their_bytes, overlap)) {
+                prunable_.push_back(ref);
+            }
+        };
+        index_.for_each_candidate(mine.buffer.identity, footprint, writes, visit);
+    }
+}
+
+void Scheduler::index_accesses(std::uint32_t slot, std::span<const TensorArg> args) {
+    std::uint32_t cell = tasks_.node(slot).accesses.head;
+    for (std::size_t i = 0; i < args.size(); ++i, cell = tasks_.handles.next(cell)) {
+        tasks_.handles[cell] =
+            index_.insert(args[i].tensor, footprints_[i], tag_writes(args[i].tag), AccessRef{slot, cell});
+    }
+}
+
+// Undoes a partly added task. Links that older tasks hold to it go stale with its slot.
+void Scheduler::abandon(std::uint32_t slot) noexcept {
+    unindex(tasks_.node(slot));
+    tasks_.release(slot);
+}
+
+// Heap order of ready_: the smallest submission number on top.
+bool Scheduler::later(const ReadyEntry& a, const ReadyEntry& b) noexcept {
+    return a.seq > b.seq;
+}
+
+// REQUIRES capacity for one more entry in ready_.
+void Scheduler::push_ready(std::uint32_t slot) noexcept {
+    ready_.push_back({tasks_.node(slot).seq, slot});
+    std::push_heap(ready_.begin(), ready_.end(), later);
+}
+
+std::optional<TaskId> Scheduler::pop_ready() {
+    while (!ready_.empty()) {
+        std::pop_heap(ready_.begin(), ready_.end(), later);
+        const ReadyEntry top = ready_.back();
+        ready_.pop_back();
+        Node* node = tasks_.live(Link{top.slot, top.seq});
+        if (node != nullptr && node->state == TaskState::READY) {
+            node->state = TaskState::RUNNING;
+            return node->id;
+        }
+    }
+    return std::nullopt;
+}
+
+void Scheduler::complete(TaskId id, std::vector<TaskId>& now_ready) {
+    const std::uint32_t slot = checked_slot(id, "complete");
+    Node& node = tasks_.node(slot);
+    if (node.state != TaskState::RUNNING) {
+        throw std::logic_error("complete: " + task_label(id) + " is " + to_string(node.state) + ", not running");
+    }
+    const std::size_t dependents = tasks_.links.length(node.dependents);
+    reserve_more(now_ready, dependents);
+    reserve_more(ready_, dependents);
+    tasks_.links.for_each(node.dependents, [&](const Link& link) {
+        Node* dependent = tasks_.live(link);
+        if (dependent != nullptr && dependent->state == TaskState::WAITING && --dependent->pending == 0) {
+            dependent->state = TaskState::READY;
+            push_ready(link.slot);
+            now_ready.push_back(dependent->id);
+        }
+    });
+    finish(slot);
+}
+
+void Scheduler::fail(TaskId id, ErrorCode code, std::vector<FailedTask>& failed_dependents) {
+    const std::uint32_t root = checked_slot(id, "fail");
+    const TaskState root_state = tasks_.node(root).state;
+    const std::vector<std::uint32_t> cascade = collect_dependents(root);
+    try {
+        const Node& failed = tasks_.node(root);
+        const std::string message = "dependency '" + failed.name + "' (" + task_label(failed.id) +
+                                    ") failed: " + std::string(error_code_name(code));
+        std::vector<FailedTask> out;
+        out.reserve(cascade.size() - 1);
+        for (std::size_t k = 1; k < cascade.size(); ++k) {
+            out.emplace_back(tasks_.node(cascade[k]).id, message);
+        }
+        reserve_more(failed_dependents, out.size());
+        std::move(out.begin(), out.end(), std::back_inserter(failed_dependents));
+    } catch (...) {
+        unmark(cascade, root_state);
+        throw;
+    }
+    // Nothing below allocates or throws. Every task of the cascade is FAILED before any of them puts accesses
+    // back, so an access of a failing task is never put back.
+    for (const std::uint32_t slot : cascade) {
+        unindex(tasks_.node(slot));
+        reinstate_pruned(tasks_.node(slot));
+    }
+    for (const std::uint32_t slot : cascade) {
+        tasks_.release(slot);
+    }
+    if (tasks_.size() == 0) {
+        release_storage();
+    }
+}
+
+// Marks FAILED `root` and every task that depends on it transitively; returns them, root first, then in
+// submission order. On an exception, every mark is undone.
+std::vector<std::uint32_t> Scheduler::collect_dependents(std::uint32_t root) {
+    const TaskState root_state = tasks_.node(root).state;
+    std::vector<std::uint32_t> cascade;
+    try {
+        cascade.push_back(root);
+        tasks_.node(root).state = TaskState::FAILED;
+        for (std::size_t k = 0; k < cascade.size(); ++k) {
+            tasks_.links.for_each(tasks_.node(cascade[k]).dependents, [&](const Link& link) {
+                Node* dependent = tasks_.live(link);
+                if (dependent != nullptr && dependent->state == TaskState::WAITING) {
+                    cascade.push_back(link.slot);
+                    dependent->state = TaskState::FAILED;
+                }
+            });
+        }
+    } catch (...) {
+        unmark(cascade, root_state);
+        throw;
+    }
+    std::sort(cascade.begin() + 1, cascade.end(),
+              [this](std::uint32_t a, std::uint32_t b) { return tasks_.node(a).seq < tasks_.node(b).seq; });
+    return cascade;
+}
+
+// Undoes the marks of collect_dependents: the root back to `root_state`, its dependents to WAITING.
+void Scheduler::unmark(const std::vector<std::uint32_t>& cascade, TaskState root_state) noexcept {
+    for (std::size_t k = 0; k < cascade.size(); ++k) {
+        tasks_.node(cascade[k]).state = k == 0 ? root_state : TaskState::WAITING;
+    }
+}
+
+void Scheduler::unindex(Node& node) noexcept {
+    tasks_.handles.for_each(node.accesses, [&](AccessIndex::Handle& handle) {
+        if (handle.buffer != nullptr) {
+            index_.erase(handle);
+        }
+    });
+}
+
+// Puts back the accesses this failing task parked, for the owners that are not failing with it.
+void Scheduler::reinstate_pruned(Node& node) noexcept {
+    tasks_.pruned.for_each(node.pruned, [&](const detail::PrunedAccess& pruned) {
+        const Node* owner = tasks_.live(pruned.owner());
+        if (owner == nullptr || owner->state == TaskState::FAILED) {
+            return;
+        }
+        AccessIndex::Handle& handle = tasks_.handles[pruned.access];
+        if (handle.buffer != nullptr && handle.parked) {
+            index_.unpark(handle);
+        }
+    });
+}
+
+void Scheduler::finish(std::uint32_t slot) noexcept {
+    unindex(tasks_.node(slot));
+    tasks_.release(slot);
+    if (tasks_.size() == 0) {
+        release_storage();
+    }
+}
+
+void Scheduler::release_storage() noexcept {
+    tasks_.clear();
+    index_.release_storage();
+    ready_ = std::vector<ReadyEntry>();
+    prunable_ = std::vector<AccessRef>();
+    footprints_ = std::vector<detail::Footprint>();
+}
+
+std::uint32_t Scheduler::checked_slot(TaskId id, const char* operation) const {
+    const std::optional<std::uint32_t> slot = tasks_.find(id);
+    if (!slot) {
+        throw std::logic_error(std::string(operation) + ": " + task_label(id) + " is unknown or already finished");
+    }
+    return *slot;
+}
+
+std::optional<TaskState> Scheduler::state(TaskId id) const {
+    const std::optional<std::uint32_t> slot = tasks_.find(id);
+    return slot ? std::optional<TaskState>(tasks_.node(*slot).state) : std::nullopt;
+}
+
+std::optional<std::size_t> Scheduler::waiting_for(TaskId id) const {
+    const std::optional<std::uint32_t> slot = tasks_.find(id);
+    return slot ? std::optional<std::size_t>(tasks_.node(*slot).pending) : std::nullopt;
+}
+
+} // namespace canopy::scheduler

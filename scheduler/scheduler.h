@@ -1,0 +1,109 @@
+#pragma once
+// Scheduler: dependency inference and the task lifecycle of DESIGN.md section 5, in process. It has no
+// processes, sockets or threads of its own: the daemon adds tasks in submission order, dispatches the
+// ones pop_ready hands out, and reports how each ends.
+//
+// Rules. A new task depends on every earlier unfinished task that has an access to the same buffer
+// identity where the two views may share a byte and at least one of the two writes (RAW, WAR, WAW). "May
+// share a byte" is tensor_overlap(a, b) != NONE, narrowed by the row footprints of footprint.h where those
+// prove the views disjoint (a pair tensor_overlap cannot model, such as a column block and a row segment
+// beside it); it holds for every pair that does share a byte, and depends on the two views alone. Reads
+// never order against reads. A completed task makes ready every
+// task left with no unfinished dependency. A failed task (failing a task is also how one is cancelled)
+// fails every task that depends on it, transitively, with DEPENDENCY_FAILED; a task failed so is finished
+// for every other task.
+//
+// Lifecycle: add -> WAITING or READY; pop_ready: READY -> RUNNING; complete: RUNNING -> COMPLETED;
+// fail: WAITING, READY or RUNNING -> FAILED. A finished task is forgotten at once: its memory is reused or
+// freed, and its id is unknown from then on (the daemon may even reuse it).
+//
+// Cost: add is O(log n) per tensor argument plus one step per outstanding access that may share a byte
+// with it (docs/scheduler.md); complete and fail are O(log n) per access plus one step per dependent.
+//
+// Ownership: the scheduler copies the views it is given; it keeps no pointer into the caller's memory.
+// Thread safety: none. The daemon serializes every call (one mutex around the scheduler).
+// Errors: misuse (a duplicate id, an unknown or finished id, completing a task that is not RUNNING, a tag
+// that is not a TensorTag) throws std::logic_error and changes nothing. std::bad_alloc from add or complete
+// also changes nothing; fail allocates only for its outputs, before it changes anything.
+
+#include "protocol/error.h"
+#include "protocol/task_args.h"
+#include "scheduler/detail/access_index.h"
+#include "scheduler/detail/task_table.h"
+#include "scheduler/task_state.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace canopy::scheduler {
+
+// A dependent failed by fail(), with its error message ("dependency 'init' (task 12) failed:
+// KERNEL_FAILED"); its code is DEPENDENCY_FAILED.
+using FailedTask = std::pair<TaskId, std::string>;
+
+class Scheduler {
+public:
+    Scheduler() = default;
+    Scheduler(const Scheduler&) = delete;
+    Scheduler& operator=(const Scheduler&) = delete;
+    Scheduler(Scheduler&&) = default;
+    Scheduler& operator=(Scheduler&&) = default;
+
+    // Adds a task after every earlier one. `name` is used in the messages of its failed dependents.
+    // Returns true when the task is READY at once (no unfinished dependency); either way pop_ready hands it
+    // out once it is READY. REQUIRES every view passed validate_tensor (the submit checks run before).
+    bool add(TaskId id, std::string_view name, std::span<const TensorArg> args);
+
+    // The oldest READY task by submission order, now RUNNING; nullopt when none is READY.
+    std::optional<TaskId> pop_ready();
+
+    // Finishes a RUNNING task successfully. Appends to `now_ready` the tasks that became READY, in
+    // submission order; they are also handed out by pop_ready.
+    void complete(TaskId id, std::vector<TaskId>& now_ready);
+
+    // Finishes a WAITING, READY or RUNNING task as failed with `code`, and with it every task that depends
+    // on it, transitively. Appends those dependents to `failed_dependents` in submission order, each with
+    // the message "dependency 'NAME' (task ID) failed: CODE" naming this task.
+    void fail(TaskId id, ErrorCode code, std::vector<FailedTask>& failed_dependents);
+
+    // The state of an unfinished task; nullopt for an unknown or finished one.
+    std::optional<TaskState> state(TaskId id) const;
+    // Tasks added and not yet finished.
+    std::size_t unfinished() const noexcept { return tasks_.size(); }
+    // Tasks that the task `id` still waits for (0 unless WAITING); nullopt for an unknown or finished one.
+    std::optional<std::size_t> waiting_for(TaskId id) const;
+
+private:
+    struct ReadyEntry {
+        std::uint64_t seq;
+        std::uint32_t slot;
+    };
+
+    static bool later(const ReadyEntry& a, const ReadyEntry& b) noexcept;
+    std::uint32_t checked_slot(TaskId id, const char* operation) const;
+    void link_dependencies(std::uint32_t slot, std::span<const TensorArg> args);
+    void index_accesses(std::uint32_t slot, std::span<const TensorArg> args);
+    void abandon(std::uint32_t slot) noexcept;
+    void push_ready(std::uint32_t slot) noexcept;
+    std::vector<std::uint32_t> collect_dependents(std::uint32_t root);
+    void unmark(const std::vector<std::uint32_t>& cascade, TaskState root_state) noexcept;
+    void unindex(detail::Node& node) noexcept;
+    void reinstate_pruned(detail::Node& node) noexcept;
+    void finish(std::uint32_t slot) noexcept;
+    void release_storage() noexcept;
+
+    detail::TaskTable tasks_;
+    detail::AccessIndex index_;
+    std::vector<ReadyEntry> ready_;            // min-heap on seq; entries of tasks no longer READY are skipped
+    std::vector<detail::AccessRef> prunable_;  // scratch of add()
+    std::vector<detail::Footprint> footprints_; // scratch of add()
+    std::uint64_t next_seq_ = 1;               // submission numbers, never reused
+};
+
+} // namespace canopy::scheduler

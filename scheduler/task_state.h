@@ -1,0 +1,21 @@
+#pragma once
+// Task identifiers and the states of a task in the scheduler.
+//
+// Thread safety: plain values and pure functions.
+
+#include <cstdint>
+
+namespace canopy::scheduler {
+
+// Chosen by the daemon; unique among the tasks the scheduler holds.
+using TaskId = std::uint64_t;
+
+// WAITING: some task it depends on is unfinished. READY: runnable, not yet handed out by pop_ready.
+// RUNNING: handed out. COMPLETED, FAILED: finished; the scheduler forgets a task as it finishes.
+enum class TaskState : std::uint8_t { WAITING, READY, RUNNING, COMPLETED, FAILED };
+
+// The TASKSTATE spelling of docs/control-protocol.md: "queued" for WAITING and READY, "running",
+// "completed", "failed".
+const char* to_string(TaskState state) noexcept;
+
+} // namespace canopy::scheduler

@@ -1,0 +1,288 @@
+#include "fixture.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace canopy::e2e {
+namespace {
+
+using nlohmann::json;
+
+std::string read_all(int fd) {
+    std::string out;
+    char buf[65536];
+    for (;;) {
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return out;
+        }
+        out.append(buf, static_cast<std::size_t>(n));
+    }
+}
+
+} // namespace
+
+TempDir::TempDir() {
+    char tmpl[] = "/tmp/canopy-e2e-XXXXXX";
+    path = ::mkdtemp(tmpl);
+    std::filesystem::permissions(path, std::filesystem::perms::all); // reachable by another uid too
+}
+
+TempDir::~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+}
+
+json e2e_config(int sim_chips, int subs, const json& extra) {
+    json chips = json::array();
+    for (int i = 0; i < sim_chips; ++i) {
+        chips.push_back({{"device", i}, {"backend", "sim"}});
+    }
+    json config = {{"node", {{"name", "e2e"}, {"level", 3}, {"chips", chips}, {"subs", subs}}},
+                   {"supervision", {{"backoff_initial_ms", 10}, {"backoff_max_ms", 200}, {"drain_timeout_ms", 5000}}},
+                   {"testing", {{"fault_kernels", true}}},
+                   {"log", {{"level", "debug"}}}};
+    for (const auto& [key, value] : extra.items()) {
+        config[key] = value;
+    }
+    return config;
+}
+
+json Output::json() const {
+    return json::parse(out);
+}
+
+Output run_program(const std::string& program, const std::vector<std::string>& args,
+                   const std::map<std::string, std::string>& env, std::optional<uid_t> as_uid,
+                   std::chrono::seconds limit) {
+    int out_pipe[2];
+    int err_pipe[2];
+    if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
+        throw std::runtime_error("pipe failed");
+    }
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+        throw std::runtime_error("fork failed");
+    }
+    if (pid == 0) {
+        ::dup2(out_pipe[1], 1);
+        ::dup2(err_pipe[1], 2);
+        for (const auto& [k, v] : env) {
+            ::setenv(k.c_str(), v.c_str(), 1);
+        }
+        if (as_uid) {
+            if (::setgid(*as_uid) != 0 || ::setuid(*as_uid) != 0) {
+                ::_exit(120);
+            }
+        }
+        std::vector<char*> argv;
+        argv.push_back(const_cast<char*>(program.c_str()));
+        for (const auto& a : args) {
+            argv.push_back(const_cast<char*>(a.c_str()));
+        }
+        argv.push_back(nullptr);
+        ::execv(program.c_str(), argv.data());
+        ::_exit(127);
+    }
+    ::close(out_pipe[1]);
+    ::close(err_pipe[1]);
+    Output o;
+    std::thread err_reader([&] { o.err = read_all(err_pipe[0]); });
+    o.out = read_all(out_pipe[0]);
+    err_reader.join();
+    ::close(out_pipe[0]);
+    ::close(err_pipe[0]);
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    int status = 0;
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, &status, 0);
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    o.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return o;
+}
+
+Daemon::Daemon(const json& config, const std::map<std::string, std::string>& env) {
+    socket_ = (dir_.path / "canopy.sock").string();
+    const auto config_path = dir_.path / "canopy.json";
+    std::ofstream(config_path) << config.dump(2);
+    const auto log_path = dir_.path / "canopyd.log";
+    pid_ = ::fork();
+    if (pid_ == 0) {
+        const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        ::dup2(log, 2);
+        ::dup2(log, 1);
+        for (const auto& [k, v] : env) {
+            ::setenv(k.c_str(), v.c_str(), 1);
+        }
+        const std::string state = (dir_.path / "state").string();
+        ::execl(CANOPYD_PATH, CANOPYD_PATH, "--config", config_path.c_str(), "--socket", socket_.c_str(),
+                "--state-dir", state.c_str(), static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    for (int i = 0; i < 400; ++i) {
+        int status = 0;
+        if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+            pid_ = -1;
+            throw std::runtime_error("canopyd exited during start-up:\n" + log());
+        }
+        if (std::filesystem::exists(socket_) && cli({"status"}).rc == 0) {
+            return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    throw std::runtime_error("canopyd did not answer within 20 s:\n" + log());
+}
+
+Daemon::~Daemon() {
+    stop();
+}
+
+int Daemon::stop() {
+    if (pid_ <= 0) {
+        return -1;
+    }
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (::waitpid(pid_, &status, WNOHANG) == 0) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            ::kill(pid_, SIGKILL);
+            ::waitpid(pid_, &status, 0);
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string Daemon::log() const {
+    std::ifstream in(dir_.path / "canopyd.log");
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+Output Daemon::cli(const std::vector<std::string>& args, std::optional<uid_t> as_uid) const {
+    std::vector<std::string> full = args;
+    full.push_back("--socket");
+    full.push_back(socket_);
+    return run_program(CANOPY_PATH, full, {}, as_uid);
+}
+
+json Daemon::cli_json(const std::vector<std::string>& args) const {
+    std::vector<std::string> full = args;
+    full.push_back("--json");
+    const Output o = cli(full);
+    try {
+        return o.json();
+    } catch (const std::exception&) {
+        throw std::runtime_error("canopy output is not JSON (rc " + std::to_string(o.rc) + "): " + o.out + o.err);
+    }
+}
+
+std::string Daemon::create_buffer(std::uint64_t bytes, const std::string& access) const {
+    const json b = cli_json({"buffer", "create", "--bytes", std::to_string(bytes), "--access", access});
+    return b.at("id").get<std::string>();
+}
+
+RawClient::RawClient(const std::string& socket) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket.c_str(), sizeof addr.sun_path - 1);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+        throw std::runtime_error("connect " + socket + ": " + std::strerror(errno));
+    }
+}
+
+RawClient::~RawClient() {
+    ::close(fd_);
+}
+
+void RawClient::send_bytes(const std::string& bytes) {
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+        const ssize_t n = ::send(fd_, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+        if (n <= 0) {
+            return; // the daemon closed the connection
+        }
+        done += static_cast<std::size_t>(n);
+    }
+}
+
+void RawClient::send_frame(const std::string& body) {
+    std::string frame(4, '\0');
+    const auto len = static_cast<std::uint32_t>(body.size());
+    for (int i = 0; i < 4; ++i) {
+        frame[static_cast<std::size_t>(i)] = static_cast<char>((len >> (8 * i)) & 0xff);
+    }
+    send_bytes(frame + body);
+}
+
+std::optional<json> RawClient::read_reply(std::chrono::milliseconds limit) {
+    auto read_exact = [&](char* p, std::size_t n) {
+        std::size_t done = 0;
+        while (done < n) {
+            pollfd pfd{fd_, POLLIN, 0};
+            if (::poll(&pfd, 1, static_cast<int>(limit.count())) <= 0) {
+                return false;
+            }
+            const ssize_t r = ::recv(fd_, p + done, n - done, 0);
+            if (r <= 0) {
+                return false;
+            }
+            done += static_cast<std::size_t>(r);
+        }
+        return true;
+    };
+    unsigned char header[4];
+    if (!read_exact(reinterpret_cast<char*>(header), 4)) {
+        return std::nullopt;
+    }
+    const std::uint32_t len = header[0] | header[1] << 8 | header[2] << 16 | static_cast<std::uint32_t>(header[3]) << 24;
+    std::string body(len, '\0');
+    if (!read_exact(body.data(), len)) {
+        return std::nullopt;
+    }
+    return json::parse(body);
+}
+
+json RawClient::request(const json& body) {
+    send_frame(body.dump());
+    auto reply = read_reply();
+    if (!reply) {
+        throw std::runtime_error("the daemon closed the connection");
+    }
+    return *reply;
+}
+
+bool RawClient::closed_by_peer(std::chrono::milliseconds limit) {
+    pollfd pfd{fd_, POLLIN, 0};
+    if (::poll(&pfd, 1, static_cast<int>(limit.count())) <= 0) {
+        return false;
+    }
+    char c;
+    return ::recv(fd_, &c, 1, MSG_PEEK) == 0;
+}
+
+} // namespace canopy::e2e
