@@ -19,6 +19,7 @@ struct Rejection {
 // Waits for a set of tasks; replies once the last one finished, listing them all in graph order.
 struct GraphWaiter {
     std::vector<std::uint64_t> ids;
+    std::vector<json> states; // each task's final state, captured when it finishes (history is bounded)
     std::size_t remaining = 0;
     Reply reply;
     bool single = false;
@@ -73,6 +74,7 @@ void Service::handle_run(const json& request, Reply reply, bool single) {
 
     auto waiter = std::make_shared<GraphWaiter>();
     waiter->single = single;
+    waiter->states.resize(parsed.size());
     std::vector<TaskRequest> to_dispatch;
     std::vector<std::function<void()>> callbacks;
     {
@@ -100,31 +102,34 @@ void Service::handle_run(const json& request, Reply reply, bool single) {
                 const Rejection r = rejected[i] ? *rejected[i]
                                                 : Rejection{ErrorCode::BAD_REQUEST,
                                                             "not run: task '" + first_bad + "' of this graph was rejected"};
-                auto cbs = book_.finish(id, "rejected", r.code, r.message, 0, 0);
+                book_.finish(id, "rejected", r.code, r.message, 0, 0);
                 metrics_.task_finished("rejected", "", 0);
+                waiter->states[i] = task_json(*book_.find(id));
                 continue;
             }
             parsed[i].request.id = record.id;
             record.request = std::move(parsed[i].request);
             TaskRecord& stored = book_.add(std::move(record));
             ++waiter->remaining;
-            stored.on_finish.push_back([this, waiter] {
+            const std::size_t position = i;
+            const std::uint64_t task_id = stored.id;
+            stored.on_finish.push_back([this, waiter, position, task_id] {
+                waiter->states[position] = task_json(*book_.find(task_id));
                 if (--waiter->remaining == 0 && waiter->reply) {
-                    json list = json::array();
-                    for (const auto id : waiter->ids) {
-                        list.push_back(task_json(*book_.find(id)));
-                    }
                     auto done = std::move(waiter->reply);
-                    done(waiter->single ? json{{"task", list[0]}} : json{{"tasks", list}});
+                    done(waiter->single ? json{{"task", waiter->states[0]}} : json{{"tasks", waiter->states}});
                 }
             });
             scheduler_.add(stored.id, stored.name, stored.request->args.tensors);
         }
         dispatch_ready_locked(to_dispatch);
         if (!wait || any_rejected) {
+            // States as of now; a task may already be running or finished. Read from the book while the
+            // lock holds, since history past TaskBook::HISTORY is dropped.
             json list = json::array();
-            for (const auto id : waiter->ids) {
-                list.push_back(task_json(*book_.find(id)));
+            for (std::size_t i = 0; i < waiter->ids.size(); ++i) {
+                const TaskRecord* t = book_.find(waiter->ids[i]);
+                list.push_back(t ? task_json(*t) : waiter->states[i]);
             }
             json result = single ? json{{"task", list[0]}} : json{{"tasks", list}};
             if (any_rejected) {

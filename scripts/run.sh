@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
-cmake -S . -B build -G Ninja -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCANOPY_BENCH=OFF >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
 ninja -C build -j "${CANOPY_JOBS:-$(nproc)}" canopyd canopy
 
 canopyd=build/daemon/canopyd

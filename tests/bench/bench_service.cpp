@@ -1,0 +1,204 @@
+// bench_service: the daemon end to end, from a connected client over the control socket.
+//   socket round trip   baseline: a 64-byte request and reply over a Unix stream socket to an echo thread
+//   task round trip     one `submit` of sleep_ms(0) with "wait": true, from frame sent to reply read
+//   throughput          many clients submitting graphs of no-op tasks and waiting for them; tasks/s
+// The service runs in this process (as canopyd runs it) with one sim chip and two subs.
+#include "bench.h"
+
+#include "daemon/service.h"
+
+#include <nlohmann/json.hpp>
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+using namespace canopy;
+using nlohmann::json;
+
+namespace {
+
+int connect_to(const std::string& path) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+        ::close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+void write_all(int fd, const char* p, std::size_t n) {
+    while (n > 0) {
+        const ssize_t w = ::write(fd, p, n);
+        if (w <= 0) {
+            throw std::runtime_error("write failed");
+        }
+        p += w;
+        n -= static_cast<std::size_t>(w);
+    }
+}
+
+void read_all(int fd, char* p, std::size_t n) {
+    while (n > 0) {
+        const ssize_t r = ::read(fd, p, n);
+        if (r <= 0) {
+            throw std::runtime_error("read failed");
+        }
+        p += r;
+        n -= static_cast<std::size_t>(r);
+    }
+}
+
+std::string frame(const std::string& body) {
+    std::string f(4, '\0');
+    const auto len = static_cast<std::uint32_t>(body.size());
+    std::memcpy(f.data(), &len, 4);
+    return f + body;
+}
+
+json call(int fd, const std::string& framed) {
+    write_all(fd, framed.data(), framed.size());
+    std::uint32_t len = 0;
+    read_all(fd, reinterpret_cast<char*>(&len), 4);
+    std::string body(len, '\0');
+    read_all(fd, body.data(), len);
+    return json::parse(body);
+}
+
+json noop_task(const std::string& on, const std::string& name) {
+    return {{"name", name}, {"kernel", "sleep_ms"}, {"on", on}, {"args", {{{"scalar", {{"int64", 0}}}}}}};
+}
+
+bench::Result socket_round_trip(const std::string& path) {
+    const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+    ::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    ::listen(listener, 1);
+    std::thread echo([&] {
+        const int c = ::accept(listener, nullptr, nullptr);
+        char buf[64];
+        try {
+            for (;;) {
+                read_all(c, buf, sizeof buf);
+                write_all(c, buf, sizeof buf);
+            }
+        } catch (const std::exception&) {
+        }
+        ::close(c);
+    });
+    const int fd = connect_to(path);
+    char buf[64] = {};
+    const auto r = bench::measure([&] {
+        write_all(fd, buf, sizeof buf);
+        read_all(fd, buf, sizeof buf);
+    });
+    ::close(fd);
+    echo.join();
+    ::close(listener);
+    return r;
+}
+
+} // namespace
+
+int main() {
+    char tmpl[] = "/tmp/canopy-bench-service-XXXXXX";
+    const std::filesystem::path dir = ::mkdtemp(tmpl);
+    config::Config cfg;
+    cfg.node.name = "bench";
+    cfg.node.chips = {{0, config::ChipBackend::SIM}};
+    cfg.node.subs = 2;
+    cfg.control.socket = dir / "canopy.sock";
+    cfg.state_dir = dir / "state";
+    auto log = std::make_shared<spdlog::logger>("daemon", std::make_shared<spdlog::sinks::null_sink_mt>());
+
+    daemon::Service service(cfg, log); // forks the zygote: before any thread
+    std::thread server([&] { service.run(); });
+    int fd = -1;
+    for (int i = 0; i < 200 && fd < 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        fd = connect_to(cfg.control.socket.string());
+    }
+    if (fd < 0) {
+        std::fprintf(stderr, "the service did not come up\n");
+        return 1;
+    }
+    const json status = call(fd, frame(R"({"op":"status"})"));
+    std::printf("bench_service: %zu workers, %d CPUs online\n\n", status["workers"].size(),
+                static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
+    bench::print_header();
+    const bench::Result sock = socket_round_trip((dir / "echo.sock").string());
+    bench::print_row("unix socket round trip, 64 bytes", sock, "socket round trip", sock);
+
+    const std::string one = frame(json{{"op", "submit"}, {"task", noop_task("chip0", "noop")}, {"wait", true}}.dump());
+    const auto task = bench::measure([&] {
+        const json reply = call(fd, one);
+        if (!reply.value("ok", false)) {
+            throw std::runtime_error(reply.dump());
+        }
+    });
+    bench::print_row("submit + wait, one sleep_ms(0) task", task, "socket round trip", sock);
+
+    // Throughput: clients x rounds graphs of G no-op tasks spread over the three workers.
+    constexpr int CLIENTS = 8;
+    constexpr int ROUNDS = 20;
+    constexpr int GRAPH = 500;
+    json tasks = json::array();
+    const char* workers[] = {"chip0", "sub0", "sub1"};
+    for (int i = 0; i < GRAPH; ++i) {
+        tasks.push_back(noop_task(workers[i % 3], "t" + std::to_string(i)));
+    }
+    const std::string graph = frame(json{{"op", "run"}, {"graph", {{"tasks", tasks}}}, {"wait", true}}.dump());
+    std::vector<double> rates;
+    for (int sample = 0; sample < 5; ++sample) {
+        std::atomic<int> failures{0};
+        const auto start = std::chrono::steady_clock::now();
+        std::vector<std::thread> clients;
+        for (int c = 0; c < CLIENTS; ++c) {
+            clients.emplace_back([&] {
+                const int cfd = connect_to(cfg.control.socket.string());
+                for (int r = 0; r < ROUNDS; ++r) {
+                    if (!call(cfd, graph).value("ok", false)) {
+                        ++failures;
+                    }
+                }
+                ::close(cfd);
+            });
+        }
+        for (auto& t : clients) {
+            t.join();
+        }
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        rates.push_back(CLIENTS * ROUNDS * GRAPH / seconds);
+        if (failures > 0) {
+            std::fprintf(stderr, "%d graphs failed\n", failures.load());
+        }
+    }
+    std::sort(rates.begin(), rates.end());
+    std::printf("\nthroughput, %d clients x %d graphs of %d no-op tasks: median %.0f tasks/s (min %.0f, max %.0f)\n",
+                CLIENTS, ROUNDS, GRAPH, rates[rates.size() / 2], rates.front(), rates.back());
+    std::printf("target one task <= 40000 ns median: %s (%.0f ns)\n", task.median_ns <= 40000 ? "met" : "missed",
+                task.median_ns);
+    std::printf("target throughput >= 200000 tasks/s: %s\n", rates[rates.size() / 2] >= 200000 ? "met" : "missed");
+    ::close(fd);
+    service.request_stop();
+    server.join();
+    std::filesystem::remove_all(dir);
+    return 0;
+}
