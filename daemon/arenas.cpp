@@ -3,14 +3,13 @@
 #include "ipc/sys_error.h"
 #include "ipc/unique_fd.h"
 
+#include <cerrno>
+#include <cstring>
 #include <fcntl.h>
+#include <stdexcept>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <stdexcept>
 
 namespace canopy::daemon {
 namespace {

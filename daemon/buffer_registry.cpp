@@ -3,12 +3,11 @@
 #include "ipc/sys_error.h"
 #include "worker/import_registry.h"
 
+#include <cstring>
 #include <fcntl.h>
+#include <stdexcept>
 #include <sys/mman.h>
 #include <unistd.h>
-
-#include <cstring>
-#include <stdexcept>
 
 namespace canopy::daemon {
 namespace {
@@ -92,7 +91,7 @@ BufferDescriptor BufferRegistry::create_symmetric_sim(std::uint64_t nbytes, Acce
 }
 
 BufferDescriptor BufferRegistry::create_vmm(std::uint64_t nbytes, Access access, std::uint32_t device,
-                                                    std::vector<std::string> world, const std::string& creator) {
+                                            std::vector<std::string> world, const std::string& creator) {
     std::lock_guard lock(mu_);
     const CanonicalIdentity id = mint_locked();
     try {

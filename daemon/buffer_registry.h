@@ -11,8 +11,8 @@
 
 #include "daemon/journal.h"
 #include "ipc/unique_fd.h"
-#include "protocol/tensor.h"
 #include "protocol/descriptor.h"
+#include "protocol/tensor.h"
 
 #include <cstdint>
 #include <mutex>
@@ -80,7 +80,7 @@ private:
 
     CanonicalIdentity mint_locked();
     BufferDescriptor create_vmm(std::uint64_t nbytes, Access access, std::uint32_t device,
-                                        std::vector<std::string> world, const std::string& creator);
+                                std::vector<std::string> world, const std::string& creator);
     BufferLookup lookup_locked(const CanonicalIdentity& id) const;
 
     mutable std::mutex mu_;

@@ -14,12 +14,10 @@
 #include "daemon/service.h"
 
 #include <CLI/CLI.hpp>
+#include <iostream>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
-
-
-#include <iostream>
 
 namespace {
 
@@ -52,7 +50,6 @@ std::shared_ptr<spdlog::logger> make_logger(const config::LogConfig& cfg) {
 }
 
 } // namespace
-
 
 int main(int argc, char** argv) {
     CLI::App app{"canopyd: the canopy task daemon for GPU hosts"};

@@ -6,12 +6,11 @@
 #include "worker/import_registry.h"
 #include "worker/worker_loop.h"
 
+#include <cstring>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <unistd.h>
-
-#include <cstring>
 #include <thread>
+#include <unistd.h>
 
 namespace canopy::daemon {
 namespace {
@@ -180,8 +179,8 @@ int run_child(const SupervisorOptions& options, const SpawnRequest& request, ipc
         try {
             (void)cuda::Driver::get();
         } catch (const cuda::CudaError& e) {
-            return fatal(control.get(), "cuda chip " + path + " (device " + std::to_string(spec.device) +
-                                            "): " + e.what());
+            return fatal(control.get(),
+                         "cuda chip " + path + " (device " + std::to_string(spec.device) + "): " + e.what());
         }
         return fatal(control.get(), "cuda chip " + path + ": the CUDA chip worker is not part of this build yet");
     case ChildKind::NODE:

@@ -10,8 +10,6 @@
 #include "ipc/mailbox_parent.h"
 #include "ipc/unique_fd.h"
 
-#include <sys/types.h>
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -20,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <sys/types.h>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -61,19 +60,19 @@ struct ChildSlot {
 
     std::mutex mu;
     WorkerState state = WorkerState::STARTING;
-    std::uint32_t generation = 0;    // of the newest incarnation
+    std::uint32_t generation = 0; // of the newest incarnation
     std::uint32_t restarts = 0;
-    std::uint32_t failures = 0;      // deaths since the child last stayed up HEALTHY_UPTIME
+    std::uint32_t failures = 0; // deaths since the child last stayed up HEALTHY_UPTIME
     std::uint64_t tasks_done = 0;
     std::uint64_t tasks_failed = 0;
-    std::string last_exit;           // "killed by signal 9 (SIGKILL)"
+    std::string last_exit; // "killed by signal 9 (SIGKILL)"
     std::chrono::steady_clock::time_point running_since;
     std::unique_ptr<Incarnation> live;
-    std::deque<PendingTask> pending; // accepted, not yet in the mailbox
+    std::deque<PendingTask> pending;                          // accepted, not yet in the mailbox
     std::unordered_map<std::uint64_t, PendingTask> in_flight; // by dispatch id
-    std::uint64_t oldest_dispatch = 0; // the frame the worker runs now (the oldest in flight)
+    std::uint64_t oldest_dispatch = 0;                        // the frame the worker runs now (the oldest in flight)
     std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
-    std::uint64_t timed_out_task = 0;  // the task whose timeout killed the current incarnation
+    std::uint64_t timed_out_task = 0; // the task whose timeout killed the current incarnation
 };
 
 } // namespace canopy::daemon

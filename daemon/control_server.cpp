@@ -1,13 +1,12 @@
 #include "daemon/control_server.h"
 
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <deque>
 #include <map>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace canopy::daemon {
 
@@ -54,10 +53,9 @@ private:
             return;
         }
         reading_ = true;
-        asio::async_read(socket_, asio::buffer(header_),
-                         [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
-                             self->on_header(ec);
-                         });
+        asio::async_read(
+            socket_, asio::buffer(header_),
+            [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) { self->on_header(ec); });
     }
 
     void on_header(const boost::system::error_code& ec) {
@@ -75,10 +73,9 @@ private:
             return;
         }
         body_.resize(len);
-        asio::async_read(socket_, asio::buffer(body_),
-                         [self = shared_from_this()](const boost::system::error_code& e, std::size_t) {
-                             self->on_body(e);
-                         });
+        asio::async_read(
+            socket_, asio::buffer(body_),
+            [self = shared_from_this()](const boost::system::error_code& e, std::size_t) { self->on_body(e); });
     }
 
     void on_body(const boost::system::error_code& ec) {

@@ -13,18 +13,17 @@
 // Thread safety: start/stop from the thread that owns the server; a handler's `reply` callback may run on
 // any thread (it posts to the io_context).
 
-#include <utility> // Boost 1.74's Asio needs it first under C++20
-
-#include <boost/asio.hpp>
-#include <nlohmann/json.hpp>
-
-#include <sys/types.h>
-
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
+// clang-format off
+#include <utility> // Boost 1.74's Asio needs it first under C++20
+#include <boost/asio.hpp>
+// clang-format on
+#include <nlohmann/json.hpp>
 #include <set>
+#include <sys/types.h>
 #include <vector>
 
 namespace canopy::daemon {

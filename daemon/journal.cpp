@@ -3,11 +3,10 @@
 #include "ipc/sys_error.h"
 #include "ipc/unique_fd.h"
 
+#include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-#include <cstring>
 
 namespace canopy::daemon {
 
@@ -27,9 +26,8 @@ void Journal::sync_dir() const {
 
 void Journal::record(const std::string& name) {
     const auto path = dir_ / name;
-    ipc::UniqueFd fd(ipc::sys_retry("open(journal entry)", [&] {
-        return ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-    }));
+    ipc::UniqueFd fd(ipc::sys_retry("open(journal entry)",
+                                    [&] { return ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600); }));
     sync_dir();
 }
 

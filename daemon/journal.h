@@ -15,7 +15,7 @@
 namespace canopy::daemon {
 
 struct RecoveryReport {
-    std::vector<std::string> unlinked;              // objects a previous incarnation left and that are now gone
+    std::vector<std::string> unlinked; // objects a previous incarnation left and that are now gone
     std::vector<std::pair<std::string, std::string>> failed; // name, reason: entry kept
 };
 

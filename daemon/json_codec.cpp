@@ -68,8 +68,8 @@ Tensor parse_tensor(const json& t, const BufferResolver& resolve, const std::str
     if (t.contains("strides")) {
         const auto strides = dims(t["strides"], where + ".strides");
         if (strides.size() != shape.size()) {
-            bad(where + ".strides: " + std::to_string(strides.size()) + " strides for " +
-                std::to_string(shape.size()) + " dimensions");
+            bad(where + ".strides: " + std::to_string(strides.size()) + " strides for " + std::to_string(shape.size()) +
+                " dimensions");
         }
         std::copy(strides.begin(), strides.end(), tensor.strides.begin());
     } else {
@@ -222,21 +222,24 @@ std::string access_short(Access a) {
 
 json buffer_json(const BufferInfo& info) {
     const BufferDescriptor& d = info.descriptor;
-    return {{"id", to_string(d.identity)},
-            {"backend", to_string(Backend{d.backend})},
-            {"nbytes", d.nbytes},
-            {"access", access_short(d.access)},
-            {"device", d.device},
-            {"world", info.world},
-            {"name", info.name},
-            {"creator", info.creator}};
+    return {{"id", to_string(d.identity)}, {"backend", to_string(Backend{d.backend})},
+            {"nbytes", d.nbytes},          {"access", access_short(d.access)},
+            {"device", d.device},          {"world", info.world},
+            {"name", info.name},           {"creator", info.creator}};
 }
 
 json worker_json(const WorkerStatus& w) {
-    return {{"path", w.path},         {"kind", w.kind},         {"backend", w.backend},
-            {"device", w.device},     {"pid", w.pid},           {"state", to_string(w.state)},
-            {"restarts", w.restarts}, {"tasks_done", w.tasks_done}, {"tasks_failed", w.tasks_failed},
-            {"uptime_s", w.uptime_s}, {"last_exit", w.last_exit}};
+    return {{"path", w.path},
+            {"kind", w.kind},
+            {"backend", w.backend},
+            {"device", w.device},
+            {"pid", w.pid},
+            {"state", to_string(w.state)},
+            {"restarts", w.restarts},
+            {"tasks_done", w.tasks_done},
+            {"tasks_failed", w.tasks_failed},
+            {"uptime_s", w.uptime_s},
+            {"last_exit", w.last_exit}};
 }
 
 } // namespace canopy::daemon

@@ -9,9 +9,8 @@
 #include "daemon/supervisor.h"
 #include "daemon/task.h"
 
-#include <nlohmann/json.hpp>
-
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 

@@ -20,7 +20,7 @@ class Metrics {
 public:
     // Upper bounds of the latency buckets, in seconds.
     static constexpr std::array<double, 12> BUCKETS = {1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3,
-                                                      1e-2, 5e-2, 0.1,  0.5,  1.0,  5.0};
+                                                       1e-2, 5e-2, 0.1,  0.5,  1.0,  5.0};
 
     // A finished task: its final state ("completed", "failed", "rejected"), the worker it ran on and its
     // run time in the worker (0 when it never ran).

@@ -1,10 +1,9 @@
 #include "daemon/notify.h"
 
-#include <systemd/sd-daemon.h>
-#include <sys/stat.h>
-
 #include <cstdio>
 #include <cstdlib>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
 
 namespace canopy::daemon {
 

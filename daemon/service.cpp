@@ -46,8 +46,8 @@ int Service::run() {
     for (const auto& w : workers) {
         log_->info("{} {} pid {} {}", w.path, w.kind, w.pid, to_string(w.state));
     }
-    const std::string ready = std::to_string(workers.size()) + " workers up; listening on " +
-                              config_.control.socket.string();
+    const std::string ready =
+        std::to_string(workers.size()) + " workers up; listening on " + config_.control.socket.string();
     notify_ready(ready);
     log_->info("ready: {}", ready);
     if (stop_requested_) {
@@ -137,10 +137,9 @@ public:
         : socket_(std::move(socket)), render_(std::move(render)) {}
 
     void start() {
-        asio::async_read_until(socket_, asio::dynamic_buffer(head_, 8192), "\r\n\r\n",
-                               [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
-                                   self->respond(ec);
-                               });
+        asio::async_read_until(
+            socket_, asio::dynamic_buffer(head_, 8192), "\r\n\r\n",
+            [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) { self->respond(ec); });
     }
 
 private:

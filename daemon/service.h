@@ -18,13 +18,12 @@
 #include "daemon/task_book.h"
 #include "scheduler/scheduler.h"
 
-#include <spdlog/logger.h>
-
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <spdlog/logger.h>
 #include <thread>
 
 namespace canopy::daemon {
@@ -56,8 +55,8 @@ private:
     void dispatch_ready_locked(std::vector<TaskRequest>& out);
     void dispatch(std::vector<TaskRequest> requests);
     std::vector<std::function<void()>> finish_locked(std::uint64_t id, const std::string& state, ErrorCode code,
-                                                      const std::string& message, std::uint64_t start_ns,
-                                                      std::uint64_t end_ns);
+                                                     const std::string& message, std::uint64_t start_ns,
+                                                     std::uint64_t end_ns);
 
     void begin_stop();
     void start_metrics_listener();

@@ -1,13 +1,11 @@
 #include "daemon/service.h"
-
 #include "ipc/mapped_region.h"
 #include "ipc/sys_error.h"
 
+#include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-#include <cstring>
 
 namespace canopy::daemon {
 namespace {
@@ -213,8 +211,8 @@ BufferInfo Service::live_buffer(const json& request) const {
 json Service::handle_buffer_create(const json& request) {
     BufferRequest r;
     r.nbytes = uint_member(request, "bytes", "request");
-    r.access = request.contains("access") ? parse_access(string_member(request, "access", "request"))
-                                          : Access::READWRITE;
+    r.access =
+        request.contains("access") ? parse_access(string_member(request, "access", "request")) : Access::READWRITE;
     r.on = request.contains("on") ? string_member(request, "on", "request") : "";
     const std::string backend = request.contains("backend") ? string_member(request, "backend", "request") : "shm";
     if (backend == "shm") {

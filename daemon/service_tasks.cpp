@@ -1,5 +1,4 @@
 #include "daemon/service.h"
-
 #include "scheduler/checks.h"
 #include "worker/worker_loop.h"
 
@@ -52,8 +51,8 @@ void Service::handle_run(const json& request, Reply reply, bool single) {
         try {
             parsed[i] = parse_task(task_json_list[i], resolver, where);
             if (!names.insert(parsed[i].name).second) {
-                throw RequestError(ErrorCode::BAD_REQUEST, where + ": task name '" + parsed[i].name +
-                                                               "' is used twice in the graph");
+                throw RequestError(ErrorCode::BAD_REQUEST,
+                                   where + ": task name '" + parsed[i].name + "' is used twice in the graph");
             }
             supervisor_.check(parsed[i].request);
             scheduler::check_no_overlapping_writes(parsed[i].request.args.tensors);
@@ -65,9 +64,8 @@ void Service::handle_run(const json& request, Reply reply, bool single) {
         }
         if (rejected[i] && parsed[i].name.empty()) {
             const json& t = task_json_list[i];
-            parsed[i].name = t.is_object() && t.contains("name") && t["name"].is_string()
-                                 ? t["name"].get<std::string>()
-                                 : "task" + std::to_string(i);
+            parsed[i].name = t.is_object() && t.contains("name") && t["name"].is_string() ? t["name"].get<std::string>()
+                                                                                          : "task" + std::to_string(i);
         }
         any_rejected = any_rejected || rejected[i].has_value();
     }
@@ -100,8 +98,8 @@ void Service::handle_run(const json& request, Reply reply, bool single) {
                 book_.add(std::move(record));
                 const auto id = waiter->ids.back();
                 const Rejection r = rejected[i] ? *rejected[i]
-                                                : Rejection{ErrorCode::BAD_REQUEST,
-                                                            "not run: task '" + first_bad + "' of this graph was rejected"};
+                                                : Rejection{ErrorCode::BAD_REQUEST, "not run: task '" + first_bad +
+                                                                                        "' of this graph was rejected"};
                 book_.finish(id, "rejected", r.code, r.message, 0, 0);
                 metrics_.task_finished("rejected", "", 0);
                 waiter->states[i] = task_json(*book_.find(id));
@@ -150,8 +148,8 @@ void Service::handle_wait(const json& request, Reply reply) {
     std::lock_guard lock(mu_);
     TaskRecord* t = book_.find(id);
     if (t == nullptr) {
-        throw RequestError(ErrorCode::BAD_REQUEST, "no task " + std::to_string(id) +
-                                                       " (unknown, or finished too long ago to be remembered)");
+        throw RequestError(ErrorCode::BAD_REQUEST,
+                           "no task " + std::to_string(id) + " (unknown, or finished too long ago to be remembered)");
     }
     if (t->finished()) {
         reply({{"task", task_json(*t)}});

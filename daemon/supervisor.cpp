@@ -4,12 +4,11 @@
 #include "ipc/fd_passing.h"
 #include "ipc/sys_error.h"
 
-#include <signal.h>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <cstring>
 #include <future>
+#include <signal.h>
+#include <sys/socket.h>
 
 namespace canopy::daemon {
 namespace {
@@ -48,10 +47,10 @@ const char* to_string(WorkerState state) noexcept {
 
 Supervisor::Supervisor(SupervisorOptions options)
     : options_(std::move(options)), arenas_(map_preloads()),
-      zygote_(Zygote::start([opts = options_](const SpawnRequest& request, ipc::UniqueFd mailbox,
-                                              ipc::UniqueFd control) {
-          return run_child(opts, request, std::move(mailbox), std::move(control));
-      })),
+      zygote_(
+          Zygote::start([opts = options_](const SpawnRequest& request, ipc::UniqueFd mailbox, ipc::UniqueFd control) {
+              return run_child(opts, request, std::move(mailbox), std::move(control));
+          })),
       buffers_(options_.state_dir / "journal") {
     buffers_.journal().recover();
     for (const ArenaView& arena : arenas_.views) {
@@ -234,15 +233,15 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why) {
         for (auto& [dispatch, task] : slot.in_flight) {
             ++slot.tasks_failed;
             const bool timed_out = task.task_id == slot.timed_out_task;
-            results.emplace_back(
-                std::move(task.done),
-                timed_out ? TaskResult{task.task_id, ErrorCode::TIMEOUT,
-                                       "task " + std::to_string(task.task_id) + " ran past its timeout of " +
-                                           std::to_string(task.timeout.count()) + " ms; worker " + slot.path +
-                                           " was killed and restarts",
-                                       0, 0}
-                          : TaskResult{task.task_id, ErrorCode::WORKER_DIED,
-                                       died + " while running task " + std::to_string(task.task_id), 0, 0});
+            results.emplace_back(std::move(task.done),
+                                 timed_out
+                                     ? TaskResult{task.task_id, ErrorCode::TIMEOUT,
+                                                  "task " + std::to_string(task.task_id) + " ran past its timeout of " +
+                                                      std::to_string(task.timeout.count()) + " ms; worker " +
+                                                      slot.path + " was killed and restarts",
+                                                  0, 0}
+                                     : TaskResult{task.task_id, ErrorCode::WORKER_DIED,
+                                                  died + " while running task " + std::to_string(task.task_id), 0, 0});
         }
         slot.in_flight.clear();
         slot.timed_out_task = 0;
@@ -252,7 +251,8 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why) {
             slot.state = WorkerState::STOPPED;
             fail_all_locked(slot, ErrorCode::WORKER_DIED, "worker " + slot.path + " stopped", results);
         } else {
-            const bool healthy = slot.state == WorkerState::RUNNING && Clock::now() - slot.running_since > HEALTHY_UPTIME;
+            const bool healthy =
+                slot.state == WorkerState::RUNNING && Clock::now() - slot.running_since > HEALTHY_UPTIME;
             slot.failures = healthy ? 1 : slot.failures + 1;
             if (fatal || zygote_lost_ || slot.failures > options_.restart_budget) {
                 slot.state = WorkerState::DEAD;

@@ -19,9 +19,9 @@
 #include "daemon/zygote.h"
 
 #include <atomic>
-#include <functional>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -33,7 +33,7 @@ namespace canopy::daemon {
 
 struct WorkerStatus {
     std::string path;
-    std::string kind;   // "chip", "sub", "node"
+    std::string kind;    // "chip", "sub", "node"
     std::string backend; // "sim", "cuda" for chips
     std::uint32_t device = 0;
     pid_t pid = -1;
@@ -49,7 +49,7 @@ struct BufferRequest {
     std::uint64_t nbytes = 0;
     Backend backend = Backend::POSIX_SHM;
     Access access = Access::READWRITE;
-    std::string on; // chip path for device buffers; empty for host buffers
+    std::string on;                 // chip path for device buffers; empty for host buffers
     std::vector<std::string> world; // symmetric device buffers: the chips of ranks 0..n-1
 };
 

@@ -29,8 +29,8 @@ BufferDescriptor Supervisor::create_buffer(const BufferRequest& request) {
         throw RequestError(ErrorCode::BAD_REQUEST, "buffer size must be > 0");
     }
     if (request.backend == Backend::FORK_SHM || request.backend == Backend::FORK_COW) {
-        throw RequestError(ErrorCode::BAD_REQUEST, std::string(to_string(request.backend)) +
-                                                       " arenas come from the config's preload list");
+        throw RequestError(ErrorCode::BAD_REQUEST,
+                           std::string(to_string(request.backend)) + " arenas come from the config's preload list");
     }
     if (!request.world.empty()) {
         return create_symmetric(request);
@@ -67,9 +67,9 @@ BufferDescriptor Supervisor::create_buffer(const BufferRequest& request) {
     default:
         break;
     }
-    throw RequestError(ErrorCode::UNREACHABLE_BUFFER,
-                       std::string(to_string(request.backend)) + " buffers are created by cuda chip workers, which "
-                                                                 "this build does not run yet");
+    throw RequestError(ErrorCode::UNREACHABLE_BUFFER, std::string(to_string(request.backend)) +
+                                                          " buffers are created by cuda chip workers, which "
+                                                          "this build does not run yet");
 }
 
 BufferDescriptor Supervisor::create_symmetric(const BufferRequest& request) {
@@ -93,8 +93,8 @@ BufferDescriptor Supervisor::create_symmetric(const BufferRequest& request) {
         std::lock_guard lock(route.slot->mu);
         const bool alive = route.slot->state != WorkerState::DEAD && route.slot->state != WorkerState::STOPPED;
         if (!alive || !consumes(route.slot->spec.kind, request.backend)) {
-            throw RequestError(ErrorCode::NO_CONSUMER, route.slot->path + " cannot hold a copy of a " +
-                                                           to_string(request.backend) + " buffer");
+            throw RequestError(ErrorCode::NO_CONSUMER,
+                               route.slot->path + " cannot hold a copy of a " + to_string(request.backend) + " buffer");
         }
         if (paths.empty()) {
             device = route.slot->spec.device;
@@ -131,9 +131,9 @@ std::vector<WorkerStatus> Supervisor::status() const {
         WorkerStatus s;
         s.path = slot->path;
         s.kind = to_string(slot->spec.kind);
-        s.backend = slot->spec.kind == ChildKind::CUDA_CHIP ? "cuda"
+        s.backend = slot->spec.kind == ChildKind::CUDA_CHIP  ? "cuda"
                     : slot->spec.kind == ChildKind::SIM_CHIP ? "sim"
-                                                              : "";
+                                                             : "";
         s.device = slot->spec.device;
         s.pid = slot->live ? slot->live->pid : -1;
         s.state = slot->state;
@@ -155,9 +155,9 @@ std::vector<WorkerStatus> Supervisor::status() const {
             } catch (const std::exception&) {
                 continue;
             }
-            if (status_cv_.wait_for(lock, std::chrono::seconds(1), [&] {
-                    return slot->live.get() != &inc || inc.status_replies != before;
-                }) && slot->live.get() == &inc) {
+            if (status_cv_.wait_for(lock, std::chrono::seconds(1),
+                                    [&] { return slot->live.get() != &inc || inc.status_replies != before; }) &&
+                slot->live.get() == &inc) {
                 for (auto& nested : workers_from_json(inc.status_reply)) {
                     out.push_back(std::move(nested));
                 }

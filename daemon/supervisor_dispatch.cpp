@@ -1,12 +1,10 @@
 #include "daemon/supervisor.h"
-
 #include "worker/kernels/builtin.h"
-
-#include <signal.h>
 
 #include <algorithm>
 #include <cstring>
 #include <future>
+#include <signal.h>
 
 namespace canopy::daemon {
 namespace {
@@ -29,7 +27,8 @@ void check_access(const TensorArg& arg, std::size_t i) {
     }
     if (tag_writes(arg.tag) && !grants_write(granted)) {
         throw RequestError(ErrorCode::ACCESS_DENIED, arg_name(i) + ": " + to_string(arg.tag) +
-                                                         " needs write access; the buffer grants " + to_string(granted));
+                                                         " needs write access; the buffer grants " +
+                                                         to_string(granted));
     }
 }
 
@@ -164,10 +163,9 @@ void Supervisor::check(const TaskRequest& request) const {
 
 bool Supervisor::has_chip(ChildKind kind) const {
     for (const auto& slot : slots_) {
-        if (slot->spec.kind == kind ||
-            (slot->spec.kind == ChildKind::NODE && std::any_of(slot->spec.node->children.begin(),
-                                                               slot->spec.node->children.end(),
-                                                               [&](const ChildSpec& c) { return c.kind == kind; }))) {
+        if (slot->spec.kind == kind || (slot->spec.kind == ChildKind::NODE &&
+                                        std::any_of(slot->spec.node->children.begin(), slot->spec.node->children.end(),
+                                                    [&](const ChildSpec& c) { return c.kind == kind; }))) {
             return true;
         }
     }
@@ -182,8 +180,13 @@ std::uint64_t Supervisor::submit(TaskRequest request, TaskCallback done) {
         const Route route = resolve(request.worker);
         check_request(route, request);
         slot = route.slot;
-        task = PendingTask{task_id,         request.kernel,  route.target, request.launch,
-                           encode_task_args(request.args), std::move(done), request.timeout,
+        task = PendingTask{task_id,
+                           request.kernel,
+                           route.target,
+                           request.launch,
+                           encode_task_args(request.args),
+                           std::move(done),
+                           request.timeout,
                            route.slot->spec.kind != ChildKind::NODE};
     } catch (const RequestError& e) {
         done(TaskResult{task_id, e.code(), e.what(), 0, 0});
@@ -280,8 +283,9 @@ void Supervisor::completion_loop(ChildSlot& slot, Incarnation& inc) {
                         continue;
                     }
                     (c->code == ErrorCode::OK ? slot.tasks_done : slot.tasks_failed)++;
-                    results.emplace_back(std::move(it->second.done),
-                                         TaskResult{c->task_id, c->code, std::move(c->message), c->start_ns, c->end_ns});
+                    results.emplace_back(
+                        std::move(it->second.done),
+                        TaskResult{c->task_id, c->code, std::move(c->message), c->start_ns, c->end_ns});
                     slot.in_flight.erase(it);
                 }
                 slot.deadline = Clock::time_point::max();

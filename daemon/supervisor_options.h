@@ -32,18 +32,18 @@ struct ArenaView {
 };
 
 struct ChildSpec {
-    std::string name;   // "chip0", "sub1", "node0"
+    std::string name; // "chip0", "sub1", "node0"
     ChildKind kind = ChildKind::SUB;
-    std::uint32_t device = 0;                     // chips
+    std::uint32_t device = 0;                      // chips
     std::shared_ptr<const SupervisorOptions> node; // NODE: the nested supervisor's options
 };
 
 struct SupervisorOptions {
     std::string name = "local";
     int level = 3;
-    std::string path;                   // this supervisor's path: "/" for the root, "/node0" below it
+    std::string path; // this supervisor's path: "/" for the root, "/node0" below it
     std::vector<ChildSpec> children;
-    std::filesystem::path state_dir;    // journal lives in state_dir / "journal"
+    std::filesystem::path state_dir; // journal lives in state_dir / "journal"
     std::uint32_t restart_budget = 5;
     std::chrono::milliseconds backoff_initial{50};
     std::chrono::milliseconds backoff_max{5000};

@@ -5,8 +5,9 @@
 namespace canopy::daemon {
 
 nlohmann::json task_json(const TaskRecord& t) {
-    nlohmann::json j = {{"name", t.name},         {"id", t.id},          {"kernel", t.kernel},
-                        {"on", t.on},             {"state", t.state},    {"submitted_ns", t.submitted_ns},
+    nlohmann::json j = {{"name", t.name},         {"id", t.id},
+                        {"kernel", t.kernel},     {"on", t.on},
+                        {"state", t.state},       {"submitted_ns", t.submitted_ns},
                         {"start_ns", t.start_ns}, {"end_ns", t.end_ns}};
     if (t.state == "failed" || t.state == "rejected") {
         j["error"] = {{"code", error_code_name(t.code)}, {"message", t.message}};
@@ -30,8 +31,7 @@ TaskRecord* TaskBook::find(std::uint64_t id) {
 }
 
 std::vector<std::function<void()>> TaskBook::finish(std::uint64_t id, const std::string& state, ErrorCode code,
-                                                    std::string message, std::uint64_t start_ns,
-                                                    std::uint64_t end_ns) {
+                                                    std::string message, std::uint64_t start_ns, std::uint64_t end_ns) {
     auto it = live_.find(id);
     if (it == live_.end()) {
         return {};

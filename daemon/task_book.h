@@ -8,10 +8,9 @@
 #include "daemon/control_server.h"
 #include "daemon/task.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <deque>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <unordered_map>

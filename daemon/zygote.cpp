@@ -3,18 +3,17 @@
 #include "ipc/fd_passing.h"
 #include "ipc/sys_error.h"
 
+#include <cstdio>
+#include <cstring>
 #include <poll.h>
+#include <set>
 #include <signal.h>
+#include <stdio_ext.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <cstdio>
-#include <cstring>
-#include <stdio_ext.h>
-#include <set>
 #include <vector>
 
 namespace canopy::daemon {

@@ -12,11 +12,10 @@
 
 #include "ipc/unique_fd.h"
 
-#include <sys/types.h>
-
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <sys/types.h>
 #include <utility>
 
 namespace canopy::daemon {

@@ -2,10 +2,9 @@
 
 #include "ipc/sys_error.h"
 
-#include <sys/socket.h>
-
 #include <cstring>
 #include <stdexcept>
+#include <sys/socket.h>
 
 namespace canopy::ipc {
 

@@ -1,10 +1,9 @@
 #include "ipc/futex.h"
 
+#include <ctime>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#include <ctime>
 
 namespace canopy::ipc {
 

@@ -3,12 +3,11 @@
 #include "ipc/futex.h"
 #include "ipc/sys_error.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <sys/stat.h>
 
 namespace canopy::ipc {
 
@@ -45,7 +44,9 @@ TaskFrame* MailboxChild::next(FrameTrailer& trailer, std::uint32_t spin) {
     TaskFrame* f = frame(next_dispatch_);
     MailboxHeader* h = header();
     auto* word = low_word(&h->submit_seq);
-    auto ready = [&] { return f->state.load(std::memory_order_acquire) == static_cast<std::uint32_t>(FrameState::READY); };
+    auto ready = [&] {
+        return f->state.load(std::memory_order_acquire) == static_cast<std::uint32_t>(FrameState::READY);
+    };
     for (;;) {
         for (std::uint32_t i = 0; i < spin; ++i) {
             if (ready()) {

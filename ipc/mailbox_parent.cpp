@@ -3,12 +3,11 @@
 #include "ipc/futex.h"
 #include "ipc/sys_error.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstring>
 #include <ctime>
 #include <new>
+#include <sys/mman.h>
 
 namespace canopy::ipc {
 namespace {

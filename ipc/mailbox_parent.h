@@ -24,7 +24,7 @@ namespace canopy::ipc {
 struct Dispatch {
     std::uint64_t task_id = 0;
     std::string_view kernel;
-    std::string_view target;   // path below the child; empty for the child itself
+    std::string_view target; // path below the child; empty for the child itself
     LaunchConfig launch{};
     std::span<const std::byte> blob;
     std::uint32_t timeout_ms = 0;

@@ -4,7 +4,6 @@
 // Thread safety: like an int; one owner at a time.
 
 #include <unistd.h>
-
 #include <utility>
 
 namespace canopy::ipc {

@@ -132,8 +132,8 @@ void check_shm_name(const BufferDescriptor& d, const Gate& g) {
 
 void check_body(const BufferDescriptor& d, const Gate& g) {
     if (d.body_len > DESCRIPTOR_BODY_CAPACITY) {
-        g.fail("body_len", "body length " + std::to_string(d.body_len) + " exceeds " +
-                               std::to_string(DESCRIPTOR_BODY_CAPACITY));
+        g.fail("body_len",
+               "body length " + std::to_string(d.body_len) + " exceeds " + std::to_string(DESCRIPTOR_BODY_CAPACITY));
     }
     switch (Backend{d.backend}) {
     case Backend::POSIX_SHM:
@@ -142,8 +142,8 @@ void check_body(const BufferDescriptor& d, const Gate& g) {
     case Backend::FORK_SHM:
     case Backend::FORK_COW:
         if (d.body_len != 8) {
-            g.fail("body_len", "a fork arena body is its 8-byte base address, got " + std::to_string(d.body_len) +
-                                   " bytes");
+            g.fail("body_len",
+                   "a fork arena body is its 8-byte base address, got " + std::to_string(d.body_len) + " bytes");
         }
         if (fork_base(d) == 0) {
             g.fail("body", "fork arena base address must be non-zero");
@@ -192,10 +192,9 @@ void validate_descriptor(const BufferDescriptor& d) {
 }
 
 bool operator==(const BufferDescriptor& a, const BufferDescriptor& b) noexcept {
-    if (a.magic != b.magic || a.backend != b.backend || a.access != b.access ||
-        a.address_space != b.address_space || a.reserved0 != b.reserved0 || a.device != b.device ||
-        a.reserved1 != b.reserved1 || !(a.identity == b.identity) || a.nbytes != b.nbytes ||
-        a.body_len != b.body_len || a.reserved2 != b.reserved2) {
+    if (a.magic != b.magic || a.backend != b.backend || a.access != b.access || a.address_space != b.address_space ||
+        a.reserved0 != b.reserved0 || a.device != b.device || a.reserved1 != b.reserved1 ||
+        !(a.identity == b.identity) || a.nbytes != b.nbytes || a.body_len != b.body_len || a.reserved2 != b.reserved2) {
         return false;
     }
     const std::size_t used = std::min<std::size_t>(a.body_len, DESCRIPTOR_BODY_CAPACITY);
@@ -217,16 +216,16 @@ BufferDescriptor make_posix_shm_descriptor(const CanonicalIdentity& id, std::uin
     return d;
 }
 
-BufferDescriptor make_vmm_descriptor(Backend backend, const CanonicalIdentity& id, std::uint64_t nbytes,
-                                     Access access, std::uint32_t device) {
+BufferDescriptor make_vmm_descriptor(Backend backend, const CanonicalIdentity& id, std::uint64_t nbytes, Access access,
+                                     std::uint32_t device) {
     BufferDescriptor d = base_descriptor(backend, id, nbytes, access);
     d.device = device;
     validate_descriptor(d);
     return d;
 }
 
-BufferDescriptor make_fork_descriptor(Backend backend, const CanonicalIdentity& id, std::uint64_t nbytes,
-                                      Access access, std::uint64_t base) {
+BufferDescriptor make_fork_descriptor(Backend backend, const CanonicalIdentity& id, std::uint64_t nbytes, Access access,
+                                      std::uint64_t base) {
     BufferDescriptor d = base_descriptor(backend, id, nbytes, access);
     d.body_len = 8;
     for (int i = 0; i < 8; ++i) {

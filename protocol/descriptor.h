@@ -85,10 +85,10 @@ bool operator==(const BufferDescriptor& a, const BufferDescriptor& b) noexcept;
 // Constructors that fill every field and validate the result (throw WireError).
 BufferDescriptor make_posix_shm_descriptor(const CanonicalIdentity& id, std::uint64_t nbytes, Access access,
                                            std::string_view shm_name);
-BufferDescriptor make_vmm_descriptor(Backend backend, const CanonicalIdentity& id, std::uint64_t nbytes,
-                                     Access access, std::uint32_t device);
-BufferDescriptor make_fork_descriptor(Backend backend, const CanonicalIdentity& id, std::uint64_t nbytes,
-                                      Access access, std::uint64_t base);
+BufferDescriptor make_vmm_descriptor(Backend backend, const CanonicalIdentity& id, std::uint64_t nbytes, Access access,
+                                     std::uint32_t device);
+BufferDescriptor make_fork_descriptor(Backend backend, const CanonicalIdentity& id, std::uint64_t nbytes, Access access,
+                                      std::uint64_t base);
 
 // The POSIX shm name (without '/') of a descriptor that validated as POSIX_SHM.
 std::string_view shm_name(const BufferDescriptor& d) noexcept;

@@ -2,11 +2,10 @@
 
 #include "protocol/error.h"
 
-#include <sys/random.h>
-
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <sys/random.h>
 #include <system_error>
 
 namespace canopy {
@@ -127,8 +126,8 @@ CanonicalIdentity parse_identity(std::string_view text) {
         id.owner_instance[i] = static_cast<std::uint8_t>((hi << 4) | lo);
     }
     if (!parse_decimal(buffer_id, id.buffer_id)) {
-        malformed("buffer id must be a decimal number below 2^64 without leading zeros, got '" +
-                  quoted(buffer_id, 40) + "'");
+        malformed("buffer id must be a decimal number below 2^64 without leading zeros, got '" + quoted(buffer_id, 40) +
+                  "'");
     }
     if (!parse_decimal(generation, id.generation)) {
         malformed("generation must be a decimal number below 2^32 without leading zeros, got '" +

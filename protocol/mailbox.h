@@ -42,8 +42,8 @@ enum class FrameState : std::uint32_t { IDLE = 0, READY = 1, RUNNING = 2, DONE =
 
 struct FrameTrailer {
     std::uint64_t task_id;
-    std::uint64_t dispatch_id;   // unique per endpoint, increasing
-    std::uint32_t generation;    // the child incarnation the frame was written for
+    std::uint64_t dispatch_id; // unique per endpoint, increasing
+    std::uint32_t generation;  // the child incarnation the frame was written for
     std::uint32_t reserved;
     friend bool operator==(const FrameTrailer&, const FrameTrailer&) = default;
 };
@@ -59,12 +59,12 @@ struct LaunchConfig {
 static_assert(sizeof(LaunchConfig) == 32);
 
 struct FrameResult {
-    FrameTrailer trailer;          // echo of the trailer the child ran
-    std::uint16_t error_code;      // ErrorCode; 0 on success
-    std::uint16_t message_len;     // bytes of message in use
+    FrameTrailer trailer;      // echo of the trailer the child ran
+    std::uint16_t error_code;  // ErrorCode; 0 on success
+    std::uint16_t message_len; // bytes of message in use
     std::uint32_t reserved;
-    std::uint64_t start_ns;        // CLOCK_MONOTONIC when the kernel started, in the child
-    std::uint64_t end_ns;          // CLOCK_MONOTONIC when it ended
+    std::uint64_t start_ns; // CLOCK_MONOTONIC when the kernel started, in the child
+    std::uint64_t end_ns;   // CLOCK_MONOTONIC when it ended
     char message[RESULT_MESSAGE_BYTES];
 };
 
@@ -73,11 +73,11 @@ struct alignas(64) TaskFrame {
     std::uint32_t reserved0;
     std::uint8_t pad0[56];
     FrameTrailer trailer;
-    char kernel[KERNEL_NAME_BYTES];   // NUL-padded
-    char target[TARGET_PATH_BYTES];   // path below the child ("" = the child itself); NUL-padded
+    char kernel[KERNEL_NAME_BYTES]; // NUL-padded
+    char target[TARGET_PATH_BYTES]; // path below the child ("" = the child itself); NUL-padded
     LaunchConfig launch;
     std::uint32_t blob_len;
-    std::uint32_t timeout_ms;         // 0: none; a nested supervisor enforces it on its own worker
+    std::uint32_t timeout_ms; // 0: none; a nested supervisor enforces it on its own worker
     std::byte blob[MAX_TASK_ARGS_BYTES];
     alignas(64) FrameResult result;
 };
@@ -85,16 +85,16 @@ struct alignas(64) TaskFrame {
 struct alignas(64) MailboxHeader {
     std::uint32_t magic;
     std::uint32_t layout_version;
-    std::uint64_t size;                 // bytes of the whole region
+    std::uint64_t size; // bytes of the whole region
     std::int32_t child_pid;
     std::uint32_t frame_count;
     std::uint32_t frame_bytes;
-    std::uint32_t generation;           // child incarnation this region serves
-    alignas(64) std::atomic<std::uint64_t> submit_seq;    // bumped by the parent per READY frame
-    std::atomic<std::uint32_t> child_sleeping;            // child is (about to be) in FUTEX_WAIT
-    alignas(64) std::atomic<std::uint64_t> complete_seq;  // bumped by the child per finished frame
-    std::atomic<std::uint32_t> parent_sleeping;           // parent is (about to be) in FUTEX_WAIT
-    alignas(64) std::atomic<std::uint32_t> shutdown;      // non-zero: the child exits its loop
+    std::uint32_t generation;                            // child incarnation this region serves
+    alignas(64) std::atomic<std::uint64_t> submit_seq;   // bumped by the parent per READY frame
+    std::atomic<std::uint32_t> child_sleeping;           // child is (about to be) in FUTEX_WAIT
+    alignas(64) std::atomic<std::uint64_t> complete_seq; // bumped by the child per finished frame
+    std::atomic<std::uint32_t> parent_sleeping;          // parent is (about to be) in FUTEX_WAIT
+    alignas(64) std::atomic<std::uint32_t> shutdown;     // non-zero: the child exits its loop
 };
 
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);

@@ -47,12 +47,12 @@ bool all_zero(const std::uint8_t* p, std::size_t n) noexcept {
 
 void check_counts(std::size_t tensors, std::size_t scalars) {
     if (tensors > MAX_TENSOR_ARGS) {
-        fail("header.tensor_count", std::to_string(tensors) + " tensor arguments exceed the limit of " +
-                                        std::to_string(MAX_TENSOR_ARGS));
+        fail("header.tensor_count",
+             std::to_string(tensors) + " tensor arguments exceed the limit of " + std::to_string(MAX_TENSOR_ARGS));
     }
     if (scalars > MAX_SCALAR_ARGS) {
-        fail("header.scalar_count", std::to_string(scalars) + " scalar arguments exceed the limit of " +
-                                        std::to_string(MAX_SCALAR_ARGS));
+        fail("header.scalar_count",
+             std::to_string(scalars) + " scalar arguments exceed the limit of " + std::to_string(MAX_SCALAR_ARGS));
     }
 }
 
@@ -88,8 +88,8 @@ Header read_header(std::span<const std::byte> blob) {
         fail("header.reserved", "reserved bytes must be zero");
     }
     if (h.total_len != blob.size()) {
-        fail("header.total_len", "header says " + std::to_string(h.total_len) + " bytes, blob has " +
-                                     std::to_string(blob.size()));
+        fail("header.total_len",
+             "header says " + std::to_string(h.total_len) + " bytes, blob has " + std::to_string(blob.size()));
     }
     check_counts(h.tensor_count, h.scalar_count);
     const std::size_t expected = TASK_ARGS_HEADER_BYTES + std::size_t{h.tensor_count} * TENSOR_RECORD_BYTES +
@@ -197,11 +197,15 @@ std::size_t encode_task_args_into(const TaskArgs& args, std::span<std::byte> out
     }
     const std::size_t size = task_args_size(args);
     if (out.size() < size) {
-        fail("header.total_len", "blob of " + std::to_string(size) + " bytes does not fit in " +
-                                     std::to_string(out.size()) + " bytes");
+        fail("header.total_len",
+             "blob of " + std::to_string(size) + " bytes does not fit in " + std::to_string(out.size()) + " bytes");
     }
-    const Header h{TASK_ARGS_MAGIC, TASK_ARGS_VERSION, 0, static_cast<std::uint32_t>(size),
-                   static_cast<std::uint16_t>(args.tensors.size()), static_cast<std::uint16_t>(args.scalars.size())};
+    const Header h{TASK_ARGS_MAGIC,
+                   TASK_ARGS_VERSION,
+                   0,
+                   static_cast<std::uint32_t>(size),
+                   static_cast<std::uint16_t>(args.tensors.size()),
+                   static_cast<std::uint16_t>(args.scalars.size())};
     std::byte* p = out.data();
     std::memcpy(p, &h, sizeof h);
     p += sizeof h;

@@ -138,8 +138,8 @@ Tensor make_tensor(const BufferDescriptor& buffer, DataType dtype, std::initiali
         fail("ndims", "ndims must be 1.." + std::to_string(MAX_DIMS) + ", got " + std::to_string(shapes.size()));
     }
     if (strides.size() != 0 && strides.size() != shapes.size()) {
-        fail("strides", "got " + std::to_string(strides.size()) + " strides for " + std::to_string(shapes.size()) +
-                            " dimensions");
+        fail("strides",
+             "got " + std::to_string(strides.size()) + " strides for " + std::to_string(shapes.size()) + " dimensions");
     }
     t.ndims = static_cast<std::uint8_t>(shapes.size());
     std::copy(shapes.begin(), shapes.end(), t.shapes.begin());

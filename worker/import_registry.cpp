@@ -2,12 +2,11 @@
 
 #include "ipc/sys_error.h"
 
+#include <cstdio>
+#include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-
-#include <cstdio>
-#include <cstring>
 
 namespace canopy::worker {
 namespace {
@@ -149,8 +148,8 @@ std::byte* ImportRegistry::map_vmm(const BufferDescriptor& d) {
         for (std::size_t r = 0; r < e.peers.bases.size(); ++r) {
             for (std::size_t q = 0; q < r; ++q) {
                 if (e.peers.bases[r] == nullptr || e.peers.bases[r] == e.peers.bases[q]) {
-                    throw ImportError(ErrorCode::UNREACHABLE_BUFFER, describe(d) + ": peer table entry " +
-                                                                         std::to_string(r) + " is invalid");
+                    throw ImportError(ErrorCode::UNREACHABLE_BUFFER,
+                                      describe(d) + ": peer table entry " + std::to_string(r) + " is invalid");
                 }
             }
         }

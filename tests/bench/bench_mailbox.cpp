@@ -5,7 +5,6 @@
 //   stream            10 000 such tasks kept in flight through the ring; time per task
 // The worker is forked before any thread exists and pinned nowhere; both sides spin, then block.
 #include "bench.h"
-
 #include "daemon/buffer_registry.h"
 #include "ipc/child_message.h"
 #include "ipc/fd_passing.h"
@@ -13,13 +12,12 @@
 #include "ipc/mailbox_parent.h"
 #include "worker/worker_loop.h"
 
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace canopy;
 

@@ -55,8 +55,8 @@ Case column_blocks() {
     const BufferDescriptor m = buffer(1, std::uint64_t{16} * COLS * 4);
     Case c{"independent column blocks [16 x 4] of one matrix", {}};
     for (std::uint32_t i = 0; i < TASKS; ++i) {
-        push(c.tasks, "fill", {{make_tensor(m, DataType::FLOAT32, {16, 4}, {COLS, 1}, std::uint64_t{4} * i * 4),
-                                TensorTag::OUTPUT}});
+        push(c.tasks, "fill",
+             {{make_tensor(m, DataType::FLOAT32, {16, 4}, {COLS, 1}, std::uint64_t{4} * i * 4), TensorTag::OUTPUT}});
     }
     return c;
 }

@@ -4,16 +4,7 @@
 //   throughput          many clients submitting graphs of no-op tasks and waiting for them; tasks/s
 // The service runs in this process (as canopyd runs it) with one sim chip and two subs.
 #include "bench.h"
-
 #include "daemon/service.h"
-
-#include <nlohmann/json.hpp>
-#include <spdlog/sinks/null_sink.h>
-#include <spdlog/spdlog.h>
-
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -21,8 +12,14 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/spdlog.h>
 #include <stdexcept>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 using namespace canopy;

@@ -107,8 +107,10 @@ TEST_CASE("buffer create refuses bad sizes, worlds and choices before connecting
 }
 
 TEST_CASE("buffer show and release send the buffer ID as the request's id", "[cli]") {
-    CHECK(only_request({"buffer", "show", "0011..ff.3.1"}) == json{{"op", "buffer.show"}, {"buffer", "0011..ff.3.1"}, {"id", 1}});
-    CHECK(only_request({"buffer", "release", "weights"}) == json{{"op", "buffer.release"}, {"buffer", "weights"}, {"id", 1}});
+    CHECK(only_request({"buffer", "show", "0011..ff.3.1"}) ==
+          json{{"op", "buffer.show"}, {"buffer", "0011..ff.3.1"}, {"id", 1}});
+    CHECK(only_request({"buffer", "release", "weights"}) ==
+          json{{"op", "buffer.release"}, {"buffer", "weights"}, {"id", 1}});
 }
 
 TEST_CASE("buffer write sends the file's bytes as base64 at the offset", "[cli]") {
@@ -117,7 +119,8 @@ TEST_CASE("buffer write sends the file's bytes as base64 at the offset", "[cli]"
     const CliRun r = run({"buffer", "write", "B", "--from", file, "--offset", "1K"}, daemon.socket_path());
     REQUIRE(r.rc == 0);
     CHECK(daemon.requests() ==
-          std::vector<json>{{{"op", "buffer.write"}, {"buffer", "B"}, {"offset", 1024}, {"data", "AAH+/w=="}, {"id", 1}}});
+          std::vector<json>{
+              {{"op", "buffer.write"}, {"buffer", "B"}, {"offset", 1024}, {"data", "AAH+/w=="}, {"id", 1}}});
     CHECK(r.out == "wrote 4 bytes to B at offset 1024\n");
 }
 
@@ -126,7 +129,8 @@ TEST_CASE("buffer read sends the range asked for", "[cli]") {
     const std::string file = daemon.dir() + "/out.bin";
     const CliRun r = run({"buffer", "read", "B", "--to", file, "--offset", "8", "--bytes", "16"}, daemon.socket_path());
     REQUIRE(r.rc == 0);
-    CHECK(daemon.requests() == std::vector<json>{{{"op", "buffer.read"}, {"buffer", "B"}, {"offset", 8}, {"bytes", 16}, {"id", 1}}});
+    CHECK(daemon.requests() ==
+          std::vector<json>{{{"op", "buffer.read"}, {"buffer", "B"}, {"offset", 8}, {"bytes", 16}, {"id", 1}}});
     CHECK(read_whole_file(file) == std::string(16, 'x'));
 }
 
@@ -135,8 +139,9 @@ TEST_CASE("buffer read without --bytes asks buffer.show for the size first", "[c
     const std::string file = daemon.dir() + "/out.bin";
     const CliRun r = run({"buffer", "read", "B", "--to", file, "--offset", "60"}, daemon.socket_path());
     REQUIRE(r.rc == 0);
-    CHECK(daemon.requests() == std::vector<json>{{{"op", "buffer.show"}, {"buffer", "B"}, {"id", 1}},
-                                                 {{"op", "buffer.read"}, {"buffer", "B"}, {"offset", 60}, {"bytes", 4}, {"id", 2}}});
+    CHECK(daemon.requests() ==
+          std::vector<json>{{{"op", "buffer.show"}, {"buffer", "B"}, {"id", 1}},
+                            {{"op", "buffer.read"}, {"buffer", "B"}, {"offset", 60}, {"bytes", 4}, {"id", 2}}});
 }
 
 TEST_CASE("submit sends the task with tensors in command-line order, then scalars", "[cli]") {

@@ -119,8 +119,10 @@ TEST_CASE("buffer read reassembles a buffer byte for byte from 512 KiB chunks", 
     REQUIRE(requests.size() == 4);
     CHECK(requests[0] == json{{"op", "buffer.show"}, {"buffer", "B"}, {"id", 1}});
     CHECK(requests[1] == json{{"op", "buffer.read"}, {"buffer", "B"}, {"offset", 0}, {"bytes", 524288}, {"id", 2}});
-    CHECK(requests[2] == json{{"op", "buffer.read"}, {"buffer", "B"}, {"offset", 524288}, {"bytes", 524288}, {"id", 3}});
-    CHECK(requests[3] == json{{"op", "buffer.read"}, {"buffer", "B"}, {"offset", 1048576}, {"bytes", 12345}, {"id", 4}});
+    CHECK(requests[2] ==
+          json{{"op", "buffer.read"}, {"buffer", "B"}, {"offset", 524288}, {"bytes", 524288}, {"id", 3}});
+    CHECK(requests[3] ==
+          json{{"op", "buffer.read"}, {"buffer", "B"}, {"offset", 1048576}, {"bytes", 12345}, {"id", 4}});
     CHECK(r.out == "read " + std::to_string(SIZE) + " bytes of B at offset 0 into " + file + "\n");
 }
 

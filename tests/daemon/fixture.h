@@ -6,13 +6,12 @@
 #include "ipc/mapped_region.h"
 #include "ipc/sys_error.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <string>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <vector>
 
 namespace canopy::testing {
@@ -39,7 +38,8 @@ inline daemon::SupervisorOptions l3_options(const std::filesystem::path& state, 
     o.backoff_max = std::chrono::milliseconds(100);
     o.drain_timeout = std::chrono::milliseconds(2000);
     for (int i = 0; i < sim_chips; ++i) {
-        o.children.push_back({"chip" + std::to_string(i), daemon::ChildKind::SIM_CHIP, static_cast<std::uint32_t>(i), {}});
+        o.children.push_back(
+            {"chip" + std::to_string(i), daemon::ChildKind::SIM_CHIP, static_cast<std::uint32_t>(i), {}});
     }
     for (int i = 0; i < subs; ++i) {
         o.children.push_back({"sub" + std::to_string(i), daemon::ChildKind::SUB, 0, {}});
@@ -56,8 +56,8 @@ inline daemon::SupervisorOptions l4_options(const std::filesystem::path& state, 
         auto nested = l3_options(state / "nodes" / name, 2, 2);
         nested.name = name;
         nested.path = "/" + name;
-        o.children.push_back({name, daemon::ChildKind::NODE, 0,
-                              std::make_shared<const daemon::SupervisorOptions>(std::move(nested))});
+        o.children.push_back(
+            {name, daemon::ChildKind::NODE, 0, std::make_shared<const daemon::SupervisorOptions>(std::move(nested))});
     }
     return o;
 }
@@ -71,8 +71,9 @@ inline ipc::MappedRegion map_shm(const BufferDescriptor& d) {
     return region;
 }
 
-inline TensorArg arg(const BufferDescriptor& d, TensorTag tag, DataType dtype, std::initializer_list<std::uint32_t> shape,
-                     std::initializer_list<std::uint32_t> strides = {}, std::uint64_t offset = 0) {
+inline TensorArg arg(const BufferDescriptor& d, TensorTag tag, DataType dtype,
+                     std::initializer_list<std::uint32_t> shape, std::initializer_list<std::uint32_t> strides = {},
+                     std::uint64_t offset = 0) {
     return {make_tensor(d, dtype, shape, strides, offset), tag};
 }
 

@@ -1,7 +1,6 @@
 #include "fixture.h"
 
 #include <catch2/catch.hpp>
-
 #include <fstream>
 
 using namespace canopy;
@@ -33,7 +32,8 @@ TEST_CASE("preloaded arenas are read by every worker at the inherited address", 
     const auto file = write_floats(state.path, 64);
     for (bool l4 : {false, true}) {
         INFO((l4 ? "L4" : "L3"));
-        Supervisor sup(with_preloads(l4 ? l4_options(state.path / "l4", 1, 1) : l3_options(state.path / "l3", 1, 1), file));
+        Supervisor sup(
+            with_preloads(l4 ? l4_options(state.path / "l4", 1, 1) : l3_options(state.path / "l3", 1, 1), file));
         sup.start();
         const auto weights = sup.registry().find_arena("weights");
         const auto scratch = sup.registry().find_arena("scratch");

@@ -1,7 +1,6 @@
 #include "fixture.h"
 
 #include <catch2/catch.hpp>
-
 #include <sys/wait.h>
 
 using namespace canopy;

@@ -1,11 +1,9 @@
 #include "fixture.h"
 
-#include <catch2/catch.hpp>
-
-#include <signal.h>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <future>
+#include <signal.h>
 #include <thread>
 
 using namespace canopy;

@@ -3,7 +3,6 @@
 #include "fixture.h"
 
 #include <catch2/catch.hpp>
-
 #include <random>
 
 using namespace canopy;
@@ -65,7 +64,9 @@ void run_checks(Supervisor& sup, const std::string& worker, bool chip, const Vie
         }
     }
     REQUIRE(sup.run(task("scale", worker, {views.x(bx, TensorTag::INOUT)}, {ScalarArg::f32(-2.0f)})).ok());
-    REQUIRE(sup.run(task("reduce_sum", worker, {views.x(bx, TensorTag::INPUT), arg(by, TensorTag::OUTPUT, DataType::FLOAT32, {1})})).ok());
+    REQUIRE(sup.run(task("reduce_sum", worker,
+                         {views.x(bx, TensorTag::INPUT), arg(by, TensorTag::OUTPUT, DataType::FLOAT32, {1})}))
+                .ok());
     double sum = 0;
     for (std::uint32_t r = 0; r < M; ++r) {
         for (std::uint32_t c = 0; c < K; ++c) {

@@ -1,9 +1,7 @@
 #include "fixture.h"
 
 #include <catch2/catch.hpp>
-
 #include <signal.h>
-
 #include <thread>
 
 using namespace canopy;
@@ -40,9 +38,11 @@ TEST_CASE("an L4 supervisor runs tasks on the workers of its nested L3 nodes wit
             REQUIRE(v[i] == (in_view ? 0.5 : -1.0));
         }
     }
-    auto r = sup.run(task("fill", "/node0", {arg(buf, TensorTag::OUTPUT, DataType::FLOAT64, {4})}, {ScalarArg::f64(1)}));
+    auto r =
+        sup.run(task("fill", "/node0", {arg(buf, TensorTag::OUTPUT, DataType::FLOAT64, {4})}, {ScalarArg::f64(1)}));
     CHECK(r.code == ErrorCode::UNKNOWN_WORKER);
-    r = sup.run(task("fill", "/node0/chip9", {arg(buf, TensorTag::OUTPUT, DataType::FLOAT64, {4})}, {ScalarArg::f64(1)}));
+    r = sup.run(
+        task("fill", "/node0/chip9", {arg(buf, TensorTag::OUTPUT, DataType::FLOAT64, {4})}, {ScalarArg::f64(1)}));
     CHECK(r.code == ErrorCode::UNKNOWN_WORKER);
     r = sup.run(task("matmul", "/node1/sub0", {}));
     CHECK(r.code == ErrorCode::UNKNOWN_KERNEL);
@@ -92,9 +92,9 @@ TEST_CASE("sim_vmm buffers reach sim chips by file descriptor and never subs", "
     CHECK(dev.device == 1);
     const auto host = sup.create_buffer({64 * sizeof(float), Backend::POSIX_SHM, Access::READWRITE, "", {}});
     REQUIRE(sup.run(task("iota", "chip1", {arg(dev, TensorTag::OUTPUT, DataType::FLOAT32, {64})})).ok());
-    REQUIRE(sup.run(task("scale", "chip0", {arg(dev, TensorTag::INOUT, DataType::FLOAT32, {64})},
-                         {ScalarArg::f32(3.0f)}))
-                .ok());
+    REQUIRE(
+        sup.run(task("scale", "chip0", {arg(dev, TensorTag::INOUT, DataType::FLOAT32, {64})}, {ScalarArg::f32(3.0f)}))
+            .ok());
     REQUIRE(sup.run(task("copy", "chip1",
                          {arg(dev, TensorTag::INPUT, DataType::FLOAT32, {64}),
                           arg(host, TensorTag::OUTPUT, DataType::FLOAT32, {64})}))

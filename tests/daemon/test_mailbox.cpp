@@ -2,13 +2,12 @@
 #include "fixture.h"
 #include "ipc/child_message.h"
 #include "ipc/fd_passing.h"
+#include "ipc/futex.h"
 #include "worker/worker_loop.h"
 
 #include <catch2/catch.hpp>
-
-#include <sys/wait.h>
-
 #include <random>
+#include <sys/wait.h>
 
 using namespace canopy;
 using namespace canopy::testing;
@@ -55,7 +54,8 @@ struct RawWorker {
 
 } // namespace
 
-TEST_CASE("hostile mailbox frames fail their task with INVALID_TENSOR and the worker keeps serving", "[daemon][mailbox]") {
+TEST_CASE("hostile mailbox frames fail their task with INVALID_TENSOR and the worker keeps serving",
+          "[daemon][mailbox]") {
     TempDir state;
     daemon::BufferRegistry registry(state.path / "journal");
     const auto buf = registry.create_posix_shm(4, Access::READWRITE, "/");
@@ -122,4 +122,67 @@ TEST_CASE("a fork descriptor whose base lies outside every inherited arena is re
     const auto c = w.run("fill", encode_task_args(args));
     CHECK(c.code == ErrorCode::UNREACHABLE_BUFFER);
     CHECK_THAT(c.message, Catch::Contains("outside every arena"));
+}
+
+namespace {
+
+// The frame of dispatch `id` in a second mapping of the worker's mailbox, as a hostile writer sees it.
+TaskFrame* frame_of(ipc::MappedRegion& region, std::uint64_t id) {
+    return reinterpret_cast<TaskFrame*>(region.data() + sizeof(MailboxHeader) +
+                                        (id % MAILBOX_FRAMES) * sizeof(TaskFrame));
+}
+
+} // namespace
+
+TEST_CASE("a result whose echoed trailer does not match what was dispatched poisons the endpoint",
+          "[daemon][mailbox]") {
+    RawWorker w;
+    auto region = ipc::MappedRegion::map_shared(w.mailbox.fd(), MAILBOX_BYTES, true);
+    const auto blob = encode_task_args({});
+    w.mailbox.submit({7, "@noop", "", {}, blob});
+    while (!w.mailbox.wait(0)) {
+    }
+    frame_of(region, 0)->result.trailer.task_id = 8; // a result for some other task
+    CHECK_THROWS_AS(w.mailbox.poll(), ipc::MailboxPoisoned);
+}
+
+TEST_CASE("a frame in an unknown state poisons the endpoint", "[daemon][mailbox]") {
+    RawWorker w;
+    auto region = ipc::MappedRegion::map_shared(w.mailbox.fd(), MAILBOX_BYTES, true);
+    const auto blob = encode_task_args({});
+    w.mailbox.submit({7, "@noop", "", {}, blob});
+    while (!w.mailbox.wait(0)) {
+    }
+    frame_of(region, 0)->state.store(77);
+    try {
+        (void)w.mailbox.poll();
+        FAIL("poll accepted state 77");
+    } catch (const ipc::MailboxPoisoned& e) {
+        CHECK_THAT(std::string(e.what()), Catch::Contains("unexpected state 77"));
+    }
+}
+
+TEST_CASE("a worker refuses a frame written for another incarnation", "[daemon][mailbox]") {
+    RawWorker w;
+    auto region = ipc::MappedRegion::map_shared(w.mailbox.fd(), MAILBOX_BYTES, true);
+    // Dispatch 0 goes through the parent normally; dispatch 1 is forged straight into shared memory and
+    // claims generation 9. The worker answers it FAILED with the trailer it found, which a parent
+    // expecting its own trailer refuses as poison.
+    const auto blob = encode_task_args({});
+    CHECK(w.run("@noop", blob).code == ErrorCode::OK);
+    TaskFrame* f = frame_of(region, 1);
+    std::memcpy(f->kernel, "@noop", 6);
+    f->trailer = FrameTrailer{7, 1, 9, 0};
+    f->blob_len = static_cast<std::uint32_t>(blob.size());
+    std::memcpy(f->blob, blob.data(), blob.size());
+    f->state.store(static_cast<std::uint32_t>(FrameState::READY), std::memory_order_release);
+    auto* h = reinterpret_cast<MailboxHeader*>(region.data());
+    h->submit_seq.fetch_add(1);
+    ipc::futex_wake_all(ipc::low_word(&h->submit_seq));
+    while (f->state.load() == static_cast<std::uint32_t>(FrameState::READY) ||
+           f->state.load() == static_cast<std::uint32_t>(FrameState::RUNNING)) {
+    }
+    CHECK(f->state.load() == static_cast<std::uint32_t>(FrameState::FAILED));
+    CHECK(f->result.error_code == static_cast<std::uint16_t>(ErrorCode::BAD_REQUEST));
+    CHECK(f->result.trailer.generation == 9);
 }

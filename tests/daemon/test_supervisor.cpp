@@ -1,7 +1,6 @@
 #include "fixture.h"
 
 #include <catch2/catch.hpp>
-
 #include <numeric>
 
 using namespace canopy;

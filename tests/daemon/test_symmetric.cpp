@@ -32,7 +32,8 @@ TEST_CASE("allgather and peer_read over a 3-rank symmetric buffer give every ran
     for (int r = 0; r < 3; ++r) {
         const std::string chip = "chip" + std::to_string(r);
         REQUIRE(sup.run(task("iota", chip, {arg(sym, TensorTag::OUTPUT, DataType::FLOAT32, {n})})).ok());
-        auto fill = task("fill", chip, {arg(out, TensorTag::OUTPUT, DataType::FLOAT32, {n})}, {ScalarArg::f32(100.0f * static_cast<float>(r))});
+        auto fill = task("fill", chip, {arg(out, TensorTag::OUTPUT, DataType::FLOAT32, {n})},
+                         {ScalarArg::f32(100.0f * static_cast<float>(r))});
         REQUIRE(sup.run(std::move(fill)).ok());
         REQUIRE(sup.run(task("axpy", chip,
                              {arg(out, TensorTag::INPUT, DataType::FLOAT32, {n}),
@@ -74,13 +75,15 @@ TEST_CASE("peer_read with pe out of the world fails with PE_OUT_OF_RANGE and wri
     sup.start();
     const auto sym = sup.create_buffer(symmetric(16, {"chip0", "chip1", "chip2"}));
     const auto out = sup.create_buffer({16, Backend::POSIX_SHM, Access::READWRITE, "", {}});
-    REQUIRE(sup.run(task("fill", "chip0", {arg(out, TensorTag::OUTPUT, DataType::FLOAT32, {4})}, {ScalarArg::f32(-7.0f)})).ok());
+    REQUIRE(
+        sup.run(task("fill", "chip0", {arg(out, TensorTag::OUTPUT, DataType::FLOAT32, {4})}, {ScalarArg::f32(-7.0f)}))
+            .ok());
     for (std::int64_t pe : {std::int64_t{3}, std::int64_t{99}, std::int64_t{-1}}) {
         INFO("pe " << pe);
-        const auto r = sup.run(task("peer_read", "chip0",
-                                    {arg(sym, TensorTag::INPUT, DataType::FLOAT32, {4}),
-                                     arg(out, TensorTag::OUTPUT, DataType::FLOAT32, {4})},
-                                    {ScalarArg::i64(pe)}));
+        const auto r = sup.run(task(
+            "peer_read", "chip0",
+            {arg(sym, TensorTag::INPUT, DataType::FLOAT32, {4}), arg(out, TensorTag::OUTPUT, DataType::FLOAT32, {4})},
+            {ScalarArg::i64(pe)}));
         CHECK(r.code == ErrorCode::PE_OUT_OF_RANGE);
         CHECK_THAT(r.message, Catch::Contains("world of 3"));
         for (float v : read_floats(out, 4)) {
@@ -107,10 +110,10 @@ TEST_CASE("a 1-rank symmetric buffer reads only its local slot", "[daemon][symme
                          {ScalarArg::i64(0)}))
                 .ok());
     CHECK(read_floats(out, 4) == std::vector<float>{0, 1, 2, 3});
-    auto r = sup.run(task("peer_read", "chip1",
-                          {arg(sym, TensorTag::INPUT, DataType::FLOAT32, {4}),
-                           arg(out, TensorTag::OUTPUT, DataType::FLOAT32, {4})},
-                          {ScalarArg::i64(1)}));
+    auto r = sup.run(
+        task("peer_read", "chip1",
+             {arg(sym, TensorTag::INPUT, DataType::FLOAT32, {4}), arg(out, TensorTag::OUTPUT, DataType::FLOAT32, {4})},
+             {ScalarArg::i64(1)}));
     CHECK(r.code == ErrorCode::PE_OUT_OF_RANGE);
     // chip0 holds no copy.
     r = sup.run(task("iota", "chip0", {arg(sym, TensorTag::OUTPUT, DataType::FLOAT32, {4})}));
