@@ -75,4 +75,8 @@ struct ChildSlot {
     std::uint64_t timed_out_task = 0; // the task whose timeout killed the current incarnation
 };
 
+// Counts a finished task on its worker's counters; the supervisor's own control frames (@release) do
+// not count. REQUIRES the slot's mu.
+void count_result(ChildSlot& slot, const PendingTask& task, ErrorCode code);
+
 } // namespace canopy::daemon

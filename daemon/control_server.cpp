@@ -39,6 +39,16 @@ public:
         read_header();
     }
 
+    // Closes once every reply already queued has been written; an idle session closes at once.
+    void close_when_idle() {
+        closing_ = true;
+        boost::system::error_code ignored;
+        socket_.shutdown(stream::socket::shutdown_receive, ignored);
+        if (!writing_) {
+            close();
+        }
+    }
+
     void close() {
         boost::system::error_code ignored;
         socket_.shutdown(stream::socket::shutdown_both, ignored);
@@ -212,18 +222,22 @@ void ControlServer::do_accept() {
     });
 }
 
-void ControlServer::stop() {
+void ControlServer::stop_accepting() {
     if (stopped_) {
         return;
     }
     stopped_ = true;
     boost::system::error_code ignored;
     acceptor_.close(ignored);
+    ::unlink(options_.socket.c_str());
+}
+
+void ControlServer::stop() {
+    stop_accepting();
     auto sessions = sessions_;
     for (const auto& s : sessions) {
-        s->close();
+        s->close_when_idle();
     }
-    ::unlink(options_.socket.c_str());
 }
 
 bool ControlServer::allowed(const Peer& peer) const {

@@ -59,7 +59,9 @@ public:
     // Binds and listens (an existing socket file is replaced; the file is made 0666, access being
     // decided by SO_PEERCRED), then accepts. Throws std::system_error naming the path.
     void start();
-    // Stops accepting and closes every connection; removes the socket file.
+    // Stops accepting new connections and removes the socket file; open connections keep being served.
+    void stop_accepting();
+    // stop_accepting(), then closes every connection once the replies already queued on it are written.
     void stop();
 
     bool allowed(const Peer& peer) const;

@@ -77,7 +77,7 @@ void Service::begin_stop() {
         stopping_ = true;
     }
     notify_stopping();
-    control_.stop();
+    control_.stop_accepting(); // connections stay open: clients waiting on tasks get their replies
     signals_.cancel();
     if (watchdog_) {
         watchdog_->cancel();
@@ -106,8 +106,22 @@ void Service::begin_stop() {
             cb();
         }
         supervisor_.stop();
-        asio::post(io_, [this] { io_.stop(); });
+        // Runs after the replies posted above: each connection closes once they are written. A client
+        // that never reads its reply is cut off after CLOSE_GRACE.
+        asio::post(io_, [this] {
+            control_.stop();
+            finish_when_closed(std::chrono::steady_clock::now() + CLOSE_GRACE);
+        });
     });
+}
+
+void Service::finish_when_closed(std::chrono::steady_clock::time_point deadline) {
+    if (control_.connections() == 0 || std::chrono::steady_clock::now() >= deadline) {
+        io_.stop();
+        return;
+    }
+    auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(10));
+    timer->async_wait([this, timer, deadline](const boost::system::error_code&) { finish_when_closed(deadline); });
 }
 
 void Service::schedule_watchdog() {

@@ -59,6 +59,8 @@ private:
                                                      std::uint64_t end_ns);
 
     void begin_stop();
+    void finish_when_closed(std::chrono::steady_clock::time_point deadline);
+    static constexpr std::chrono::seconds CLOSE_GRACE{2};
     void start_metrics_listener();
     void schedule_watchdog();
 

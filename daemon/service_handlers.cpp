@@ -117,11 +117,11 @@ void Service::handle(const json& request, const Peer& /*peer*/, Reply reply) {
     try {
         const std::string op = string_member(request, "op", "request");
         if (op == "submit" || op == "run") {
-            handle_run(request, std::move(reply), op == "submit");
+            handle_run(request, reply, op == "submit"); // a copy: `reply` still answers a throw
             return;
         }
         if (op == "wait") {
-            handle_wait(request, std::move(reply));
+            handle_wait(request, reply);
             return;
         }
         json result = json::object();

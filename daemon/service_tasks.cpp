@@ -24,6 +24,27 @@ struct GraphWaiter {
     bool single = false;
 };
 
+// "where: message", unless the message already names `where`.
+std::string prefixed(const std::string& where, const std::string& message) {
+    return message.rfind(where, 0) == 0 ? message : where + ": " + message;
+}
+
+// Name, kernel and worker of a task that did not parse, taken from its JSON where present.
+void describe_unparsed(const json& t, std::size_t index, ParsedTask& out) {
+    auto text = [&](const char* key) {
+        return t.is_object() && t.contains(key) && t[key].is_string() ? t[key].get<std::string>() : std::string();
+    };
+    if (out.name.empty()) {
+        out.name = text("name").empty() ? "task" + std::to_string(index) : text("name");
+    }
+    if (out.request.kernel.empty()) {
+        out.request.kernel = text("kernel");
+    }
+    if (out.request.worker.empty()) {
+        out.request.worker = text("on");
+    }
+}
+
 } // namespace
 
 void Service::handle_run(const json& request, Reply reply, bool single) {
@@ -58,14 +79,12 @@ void Service::handle_run(const json& request, Reply reply, bool single) {
             scheduler::check_no_overlapping_writes(parsed[i].request.args.tensors);
             parsed[i].request.timeout = config_.supervision.task_timeout;
         } catch (const RequestError& e) {
-            rejected[i] = Rejection{e.code(), where + ": " + e.what()};
+            rejected[i] = Rejection{e.code(), prefixed(where, e.what())};
         } catch (const WireError& e) {
-            rejected[i] = Rejection{e.code(), where + ": " + e.what()};
+            rejected[i] = Rejection{e.code(), prefixed(where, e.what())};
         }
-        if (rejected[i] && parsed[i].name.empty()) {
-            const json& t = task_json_list[i];
-            parsed[i].name = t.is_object() && t.contains("name") && t["name"].is_string() ? t["name"].get<std::string>()
-                                                                                          : "task" + std::to_string(i);
+        if (rejected[i]) {
+            describe_unparsed(task_json_list[i], i, parsed[i]);
         }
         any_rejected = any_rejected || rejected[i].has_value();
     }
@@ -130,7 +149,9 @@ void Service::handle_run(const json& request, Reply reply, bool single) {
                 list.push_back(t ? task_json(*t) : waiter->states[i]);
             }
             json result = single ? json{{"task", list[0]}} : json{{"tasks", list}};
-            if (any_rejected) {
+            // A rejected graph is a successful request whose tasks each say why they did not run; a
+            // rejected single task is a failed request.
+            if (any_rejected && single) {
                 const auto& first = *std::find_if(rejected.begin(), rejected.end(), [](const auto& r) { return r; });
                 result["ok"] = false;
                 result["error"] = {{"code", error_code_name(first->code)}, {"message", first->message}};

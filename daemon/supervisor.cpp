@@ -220,7 +220,7 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why) {
             while (auto c = inc->mailbox->poll()) {
                 auto it = slot.in_flight.find(c->dispatch_id);
                 if (it != slot.in_flight.end()) {
-                    (c->code == ErrorCode::OK ? slot.tasks_done : slot.tasks_failed)++;
+                    count_result(slot, it->second, c->code);
                     results.emplace_back(std::move(it->second.done),
                                          TaskResult{c->task_id, c->code, c->message, c->start_ns, c->end_ns});
                     slot.in_flight.erase(it);
@@ -231,7 +231,7 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why) {
         }
         const std::string died = "worker " + slot.path + " died (" + slot.last_exit + ")";
         for (auto& [dispatch, task] : slot.in_flight) {
-            ++slot.tasks_failed;
+            count_result(slot, task, ErrorCode::WORKER_DIED);
             const bool timed_out = task.task_id == slot.timed_out_task;
             results.emplace_back(std::move(task.done),
                                  timed_out

@@ -204,7 +204,7 @@ void Supervisor::enqueue(ChildSlot& slot, PendingTask task) {
     {
         std::lock_guard lock(slot.mu);
         if (slot.state == WorkerState::DEAD || slot.state == WorkerState::STOPPED || stopping_) {
-            ++slot.tasks_failed;
+            count_result(slot, task, ErrorCode::WORKER_DIED);
             rejected.emplace_back(std::move(task.done),
                                   TaskResult{task.task_id, ErrorCode::WORKER_DIED,
                                              "worker " + slot.path + " is " + to_string(slot.state) +
@@ -282,7 +282,7 @@ void Supervisor::completion_loop(ChildSlot& slot, Incarnation& inc) {
                     if (it == slot.in_flight.end()) {
                         continue;
                     }
-                    (c->code == ErrorCode::OK ? slot.tasks_done : slot.tasks_failed)++;
+                    count_result(slot, it->second, c->code);
                     results.emplace_back(
                         std::move(it->second.done),
                         TaskResult{c->task_id, c->code, std::move(c->message), c->start_ns, c->end_ns});
@@ -309,10 +309,17 @@ void Supervisor::completion_loop(ChildSlot& slot, Incarnation& inc) {
     }
 }
 
+void count_result(ChildSlot& slot, const PendingTask& task, ErrorCode code) {
+    if (!task.kernel.empty() && task.kernel.front() == '@') {
+        return;
+    }
+    (code == ErrorCode::OK ? slot.tasks_done : slot.tasks_failed)++;
+}
+
 void Supervisor::fail_all_locked(ChildSlot& slot, ErrorCode code, const std::string& message,
                                  std::vector<std::pair<TaskCallback, TaskResult>>& out) {
     for (auto& task : slot.pending) {
-        ++slot.tasks_failed;
+        count_result(slot, task, code);
         out.emplace_back(std::move(task.done), TaskResult{task.task_id, code, message, 0, 0});
     }
     slot.pending.clear();

@@ -1,18 +1,18 @@
 #include "fixture.h"
 
+#include <cerrno>
+#include <cstring>
 #include <fcntl.h>
+#include <fstream>
 #include <poll.h>
 #include <signal.h>
+#include <sstream>
+#include <stdexcept>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstring>
-#include <fstream>
-#include <sstream>
-#include <stdexcept>
 #include <thread>
+#include <unistd.h>
 
 namespace canopy::e2e {
 namespace {
@@ -134,8 +134,8 @@ Daemon::Daemon(const json& config, const std::map<std::string, std::string>& env
             ::setenv(k.c_str(), v.c_str(), 1);
         }
         const std::string state = (dir_.path / "state").string();
-        ::execl(CANOPYD_PATH, CANOPYD_PATH, "--config", config_path.c_str(), "--socket", socket_.c_str(),
-                "--state-dir", state.c_str(), static_cast<char*>(nullptr));
+        ::execl(CANOPYD_PATH, CANOPYD_PATH, "--config", config_path.c_str(), "--socket", socket_.c_str(), "--state-dir",
+                state.c_str(), static_cast<char*>(nullptr));
         ::_exit(127);
     }
     for (int i = 0; i < 400; ++i) {
@@ -168,6 +168,22 @@ int Daemon::stop() {
             ::kill(pid_, SIGKILL);
             ::waitpid(pid_, &status, 0);
             break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::optional<int> Daemon::wait_exit(std::chrono::milliseconds limit) {
+    if (pid_ <= 0) {
+        return std::nullopt;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    int status = 0;
+    while (::waitpid(pid_, &status, WNOHANG) == 0) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            return std::nullopt;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
@@ -259,7 +275,8 @@ std::optional<json> RawClient::read_reply(std::chrono::milliseconds limit) {
     if (!read_exact(reinterpret_cast<char*>(header), 4)) {
         return std::nullopt;
     }
-    const std::uint32_t len = header[0] | header[1] << 8 | header[2] << 16 | static_cast<std::uint32_t>(header[3]) << 24;
+    const std::uint32_t len =
+        header[0] | header[1] << 8 | header[2] << 16 | static_cast<std::uint32_t>(header[3]) << 24;
     std::string body(len, '\0');
     if (!read_exact(body.data(), len)) {
         return std::nullopt;
@@ -282,7 +299,8 @@ bool RawClient::closed_by_peer(std::chrono::milliseconds limit) {
         return false;
     }
     char c;
-    return ::recv(fd_, &c, 1, MSG_PEEK) == 0;
+    const ssize_t n = ::recv(fd_, &c, 1, MSG_PEEK);
+    return n == 0 || (n < 0 && errno == ECONNRESET); // a reset: closed with bytes of ours still unread
 }
 
 } // namespace canopy::e2e

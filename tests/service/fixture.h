@@ -5,15 +5,13 @@
 //
 // CANOPYD_PATH and CANOPY_PATH are the built binaries (compile definitions from CMake).
 
-#include <nlohmann/json.hpp>
-
-#include <sys/types.h>
-
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 namespace canopy::e2e {
@@ -62,6 +60,8 @@ public:
 
     // Sends SIGTERM and waits for the exit status (returns it).
     int stop();
+    // Waits up to `limit` for the daemon to exit on its own; its exit status, or nullopt while it runs.
+    std::optional<int> wait_exit(std::chrono::milliseconds limit);
 
 private:
     TempDir dir_;
@@ -79,6 +79,7 @@ public:
     // The next reply frame's JSON; nullopt when the daemon closed the connection.
     std::optional<nlohmann::json> read_reply(std::chrono::milliseconds limit = std::chrono::milliseconds(5000));
     nlohmann::json request(const nlohmann::json& body); // send_frame + read_reply (throws on close)
+    // True when the daemon closed the connection (EOF or a reset) within `limit`.
     bool closed_by_peer(std::chrono::milliseconds limit = std::chrono::milliseconds(5000));
 
 private:

@@ -1,7 +1,6 @@
 #include "fixture.h"
 
 #include <catch2/catch.hpp>
-
 #include <fstream>
 
 using namespace canopy::e2e;
@@ -22,8 +21,8 @@ TEST_CASE("the CLI drives a real daemon through a buffer's whole life", "[servic
         }
     }
     REQUIRE(d.cli({"buffer", "write", id, "--from", in}).rc == 0);
-    const auto r = d.cli({"submit", "scale", "--on", "chip1", "--inout", id + ":float32:1024", "--scalar",
-                          "float32:0.5", "--wait"});
+    const auto r = d.cli(
+        {"submit", "scale", "--on", "chip1", "--inout", id + ":float32:1024", "--scalar", "float32:0.5", "--wait"});
     REQUIRE(r.rc == 0);
     const auto out = (files.path / "out.bin").string();
     REQUIRE(d.cli({"buffer", "read", id, "--to", out}).rc == 0);

@@ -2,17 +2,15 @@
 #include "fixture.h"
 
 #include <catch2/catch.hpp>
-
+#include <cstring>
+#include <fstream>
 #include <poll.h>
+#include <regex>
 #include <signal.h>
+#include <sstream>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
-
-#include <cstring>
-#include <fstream>
-#include <regex>
-#include <sstream>
 
 using namespace canopy::e2e;
 

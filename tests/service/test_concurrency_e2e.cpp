@@ -1,0 +1,127 @@
+// Many clients at once: 32 raw connections submitting 500 sleep_ms tasks each, without waiting, and then
+// waiting for every id they were given.
+
+#include "fixture.h"
+#include "helpers.h"
+
+#include <catch2/catch.hpp>
+#include <mutex>
+#include <set>
+#include <thread>
+
+using namespace canopy::e2e;
+using nlohmann::json;
+
+namespace {
+
+constexpr std::size_t CLIENTS = 32;
+constexpr std::size_t TASKS_PER_CLIENT = 500;
+// Submits in flight per client before it waits for them. `wait` finds a finished task only while it is
+// among the newest 1000 finished ones (docs/control-protocol.md `tasks`), so each client waits for its
+// tasks right after submitting them: at most CLIENTS * WINDOW tasks are outstanding at any time.
+constexpr std::size_t WINDOW = 4;
+const std::vector<std::string> WORKERS = {"chip0", "chip1", "sub0", "sub1"};
+
+struct ClientResult {
+    std::vector<std::uint64_t> ids;
+    std::vector<std::string> problems;
+};
+
+json submit_request(const std::string& on, std::size_t seq) {
+    return {
+        {"op", "submit"},
+        {"id", seq},
+        {"task", {{"name", "t" + std::to_string(seq)}, {"kernel", "sleep_ms"}, {"on", on}, {"args", {int64_arg(0)}}}}};
+}
+
+// One client: windows of WINDOW submits (replies give the ids), then one `wait` per id.
+void client(const std::string& socket, std::size_t index, ClientResult& result) {
+    try {
+        RawClient c(socket);
+        std::size_t seq = 0;
+        for (std::size_t done = 0; done < TASKS_PER_CLIENT; done += WINDOW) {
+            const std::size_t n = std::min(WINDOW, TASKS_PER_CLIENT - done);
+            for (std::size_t k = 0; k < n; ++k) {
+                const std::size_t global = index * TASKS_PER_CLIENT + done + k;
+                c.send_frame(submit_request(WORKERS[global % WORKERS.size()], ++seq).dump());
+            }
+            std::vector<std::uint64_t> window;
+            for (std::size_t k = 0; k < n; ++k) {
+                const auto reply = c.read_reply();
+                if (!reply || reply->value("ok", false) != true) {
+                    throw std::runtime_error("submit: " + (reply ? reply->dump() : std::string("no reply")));
+                }
+                window.push_back(reply->at("task").at("id").get<std::uint64_t>());
+            }
+            for (const auto id : window) {
+                c.send_frame(json{{"op", "wait"}, {"id", ++seq}, {"task_id", id}}.dump());
+            }
+            for (const auto id : window) {
+                const auto reply = c.read_reply();
+                if (!reply || reply->value("ok", false) != true) {
+                    throw std::runtime_error("wait " + std::to_string(id) + ": " +
+                                             (reply ? reply->dump() : std::string("no reply")));
+                }
+                const json& t = reply->at("task");
+                if (t.at("id") != id || t.at("state") != "completed") {
+                    result.problems.push_back("task " + std::to_string(id) + ": " + t.dump());
+                }
+                result.ids.push_back(id);
+            }
+        }
+    } catch (const std::exception& e) {
+        result.problems.push_back("client " + std::to_string(index) + ": " + e.what());
+    }
+}
+
+std::uint64_t completed_total(const json& metrics) {
+    const std::string text = metrics.at("text").get<std::string>();
+    const std::string key = "canopy_tasks_total{state=\"completed\"} ";
+    const auto at = text.find(key);
+    return at == std::string::npos ? 0 : std::stoull(text.substr(at + key.size()));
+}
+
+} // namespace
+
+TEST_CASE("32 clients submitting 500 tasks each see every task complete exactly once", "[service]") {
+    Daemon d(e2e_config(2, 2));
+    RawClient observer(d.socket());
+    const json status_before = observer.request({{"op", "status"}});
+    const std::uint64_t metric_before = completed_total(observer.request({{"op", "metrics"}}));
+
+    std::vector<ClientResult> results(CLIENTS);
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < CLIENTS; ++i) {
+        threads.emplace_back(client, d.socket(), i, std::ref(results[i]));
+    }
+    for (auto& t : threads) {
+        t.join();
+    }
+
+    std::set<std::uint64_t> ids;
+    std::size_t returned = 0;
+    for (const auto& r : results) {
+        for (const auto& p : r.problems) {
+            FAIL_CHECK(p);
+        }
+        returned += r.ids.size();
+        ids.insert(r.ids.begin(), r.ids.end());
+    }
+    CHECK(returned == CLIENTS * TASKS_PER_CLIENT);
+    CHECK(ids.size() == CLIENTS * TASKS_PER_CLIENT);
+
+    const json status_after = observer.request({{"op", "status"}});
+    CHECK(tasks_done_sum(status_after) - tasks_done_sum(status_before) == CLIENTS * TASKS_PER_CLIENT);
+    for (const auto& w : status_after.at("workers")) {
+        const json& before = worker_at(status_before, w.at("path"));
+        INFO(w.dump());
+        CHECK(w.at("tasks_done").get<std::uint64_t>() - before.at("tasks_done").get<std::uint64_t>() ==
+              CLIENTS * TASKS_PER_CLIENT / WORKERS.size());
+        CHECK(w.at("tasks_failed") == before.at("tasks_failed"));
+        CHECK(w.at("restarts") == 0);
+    }
+    CHECK(completed_total(observer.request({{"op", "metrics"}})) - metric_before == CLIENTS * TASKS_PER_CLIENT);
+    for (const auto& t : observer.request({{"op", "tasks"}}).at("tasks")) {
+        CHECK(t.at("state") == "completed");
+    }
+}

@@ -1,0 +1,131 @@
+// Dependency inference seen from outside: sleep_ms tasks hold views without touching them, and the
+// workers' start_ns/end_ns (CLOCK_MONOTONIC, one clock for every process of the host) show which tasks
+// waited for which. No assertion depends on wall-clock totals.
+
+#include "fixture.h"
+#include "helpers.h"
+
+#include <catch2/catch.hpp>
+
+using namespace canopy::e2e;
+using nlohmann::json;
+
+namespace {
+
+constexpr std::int64_t HOLD_MS = 300;
+
+// A 4x16 float32 matrix, row-major: column block `j` is 4x4 at byte offset 16*j.
+constexpr std::uint64_t ROWS = 4;
+constexpr std::uint64_t COLS = 16;
+constexpr std::uint64_t MATRIX_BYTES = ROWS * COLS * 4;
+
+json column_block(const std::string& buffer, const std::string& tag, std::uint64_t j) {
+    return tensor_arg(buffer, tag, {ROWS, 4}, {COLS, 1}, 16 * j);
+}
+
+json whole_rows(const std::string& buffer, const std::string& tag, std::uint64_t rows) {
+    return tensor_arg(buffer, tag, {rows, COLS});
+}
+
+// Runs the graph with `run --wait --json`; every task must complete.
+json run_waited(const Daemon& d, const json& tasks) {
+    REQUIRE(tasks.is_array());
+    TempDir files;
+    const auto path = write_file(files.path, "graph.json", json{{"tasks", tasks}}.dump());
+    const Output o = d.cli({"run", path, "--wait", "--json"});
+    INFO(o.out << o.err);
+    REQUIRE(o.rc == 0);
+    const json out = o.json();
+    for (const auto& t : out.at("tasks")) {
+        REQUIRE(t.at("state") == "completed");
+        REQUIRE(t.at("start_ns").get<std::uint64_t>() > 0);
+        REQUIRE(t.at("end_ns").get<std::uint64_t>() >= t.at("start_ns").get<std::uint64_t>());
+    }
+    return out;
+}
+
+std::uint64_t ns(const json& t, const char* key) {
+    return t.at(key).get<std::uint64_t>();
+}
+
+// `second` began only after `first` ended.
+void check_ordered(const json& out, const std::string& first, const std::string& second) {
+    const json& a = task_named(out, first);
+    const json& b = task_named(out, second);
+    INFO(a.dump() << "\n" << b.dump());
+    CHECK(ns(b, "start_ns") >= ns(a, "end_ns"));
+}
+
+} // namespace
+
+TEST_CASE("tasks writing disjoint column blocks of one matrix on four workers run concurrently", "[service]") {
+    Daemon d(e2e_config(2, 2));
+    const std::string m = d.create_buffer(MATRIX_BYTES);
+    const std::vector<std::string> workers = {"chip0", "chip1", "sub0", "sub1"};
+    json tasks = json::array();
+    for (std::size_t j = 0; j < workers.size(); ++j) {
+        tasks.push_back(sleep_task("block" + std::to_string(j), workers[j], HOLD_MS, {column_block(m, "output", j)}));
+    }
+    const json out = run_waited(d, tasks);
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+        for (std::size_t j = i + 1; j < workers.size(); ++j) {
+            const json& a = task_named(out, "block" + std::to_string(i));
+            const json& b = task_named(out, "block" + std::to_string(j));
+            INFO(a.dump() << "\n" << b.dump());
+            CHECK(ran_concurrently(a, b));
+        }
+    }
+}
+
+TEST_CASE("a write to a view another task reads waits until the read has finished", "[service]") {
+    Daemon d(e2e_config(2, 2));
+    const std::string m = d.create_buffer(MATRIX_BYTES);
+    const json out = run_waited(d, {sleep_task("reader", "chip0", HOLD_MS, {whole_rows(m, "input", 2)}),
+                                    sleep_task("writer", "chip1", 10, {column_block(m, "output", 1)})});
+    check_ordered(out, "reader", "writer");
+}
+
+TEST_CASE("a read of a view another task writes waits until the write has finished", "[service]") {
+    Daemon d(e2e_config(2, 2));
+    const std::string m = d.create_buffer(MATRIX_BYTES);
+    const json out = run_waited(d, {sleep_task("writer", "chip0", HOLD_MS, {column_block(m, "output", 2)}),
+                                    sleep_task("reader", "sub0", 10, {whole_rows(m, "input", 1)})});
+    check_ordered(out, "writer", "reader");
+}
+
+TEST_CASE("two writes to overlapping views run one after the other", "[service]") {
+    Daemon d(e2e_config(2, 2));
+    const std::string m = d.create_buffer(MATRIX_BYTES);
+    const json out = run_waited(d, {sleep_task("first", "sub0", HOLD_MS, {column_block(m, "inout", 3)}),
+                                    sleep_task("second", "sub1", 10, {whole_rows(m, "output", ROWS)})});
+    check_ordered(out, "first", "second");
+}
+
+TEST_CASE("two reads of one view run concurrently", "[service]") {
+    Daemon d(e2e_config(2, 2));
+    const std::string m = d.create_buffer(MATRIX_BYTES);
+    const json out = run_waited(d, {sleep_task("a", "chip0", HOLD_MS, {whole_rows(m, "input", ROWS)}),
+                                    sleep_task("b", "chip1", HOLD_MS, {whole_rows(m, "input", ROWS)})});
+    CHECK(ran_concurrently(task_named(out, "a"), task_named(out, "b")));
+}
+
+TEST_CASE("writes to views of different buffers run concurrently", "[service]") {
+    Daemon d(e2e_config(2, 2));
+    const std::string m = d.create_buffer(MATRIX_BYTES);
+    const std::string n = d.create_buffer(MATRIX_BYTES);
+    const json out = run_waited(d, {sleep_task("m", "chip0", HOLD_MS, {whole_rows(m, "output", ROWS)}),
+                                    sleep_task("n", "sub1", HOLD_MS, {whole_rows(n, "output", ROWS)})});
+    CHECK(ran_concurrently(task_named(out, "m"), task_named(out, "n")));
+}
+
+TEST_CASE("a dependency on a task of an earlier submission is honoured", "[service]") {
+    Daemon d(e2e_config(2, 2));
+    const std::string m = d.create_buffer(MATRIX_BYTES);
+    const json writer =
+        d.cli_json({"submit", "sleep_ms", "--on", "chip0", "--out", m + ":float32:" + std::to_string(ROWS * COLS),
+                    "--scalar", "int64:" + std::to_string(HOLD_MS)});
+    const json out = run_waited(d, json::array({sleep_task("reader", "chip1", 10, {column_block(m, "input", 0)})}));
+    const json done = d.cli_json({"wait", std::to_string(writer.at("id").get<std::uint64_t>())});
+    REQUIRE(done.at("state") == "completed");
+    CHECK(ns(task_named(out, "reader"), "start_ns") >= ns(done, "end_ns"));
+}
