@@ -275,8 +275,8 @@ std::optional<json> RawClient::read_reply(std::chrono::milliseconds limit) {
     if (!read_exact(reinterpret_cast<char*>(header), 4)) {
         return std::nullopt;
     }
-    const std::uint32_t len =
-        header[0] | header[1] << 8 | header[2] << 16 | static_cast<std::uint32_t>(header[3]) << 24;
+    const std::uint32_t len = std::uint32_t{header[0]} | std::uint32_t{header[1]} << 8 |
+                              std::uint32_t{header[2]} << 16 | std::uint32_t{header[3]} << 24;
     std::string body(len, '\0');
     if (!read_exact(body.data(), len)) {
         return std::nullopt;
