@@ -190,19 +190,19 @@ void Service::start_metrics_listener() {
     const auto endpoints = resolver.resolve(listen.host, std::to_string(listen.port));
     metrics_acceptor_ = std::make_unique<asio::ip::tcp::acceptor>(io_, endpoints.begin()->endpoint());
     log_->info("metrics on http://{}/metrics", config::to_string(listen));
-    auto accept = std::make_shared<std::function<void()>>();
-    *accept = [this, accept] {
-        metrics_acceptor_->async_accept([this, accept](const boost::system::error_code& ec, asio::ip::tcp::socket s) {
-            if (ec) {
-                return;
-            }
-            std::make_shared<MetricsExchange>(std::move(s), [this] {
-                return metrics_.render(supervisor_.status(), supervisor_.buffers());
-            })->start();
-            (*accept)();
-        });
-    };
-    (*accept)();
+    accept_metrics();
+}
+
+void Service::accept_metrics() {
+    metrics_acceptor_->async_accept([this](const boost::system::error_code& ec, asio::ip::tcp::socket s) {
+        if (ec) {
+            return; // closed: the daemon is stopping
+        }
+        std::make_shared<MetricsExchange>(std::move(s), [this] {
+            return metrics_.render(supervisor_.status(), supervisor_.buffers());
+        })->start();
+        accept_metrics();
+    });
 }
 
 } // namespace canopy::daemon

@@ -62,6 +62,7 @@ private:
     void finish_when_closed(std::chrono::steady_clock::time_point deadline);
     static constexpr std::chrono::seconds CLOSE_GRACE{2};
     void start_metrics_listener();
+    void accept_metrics();
     void schedule_watchdog();
 
     config::Config config_;

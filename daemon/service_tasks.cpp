@@ -200,7 +200,8 @@ std::vector<std::function<void()>> Service::finish_locked(std::uint64_t id, cons
                                                           const std::string& message, std::uint64_t start_ns,
                                                           std::uint64_t end_ns) {
     const TaskRecord* t = book_.find(id);
-    const std::string worker = t ? t->on : "";
+    // Metrics label workers by their path, whichever spelling the client used.
+    const std::string worker = !t || t->on.empty() ? "" : (t->on.front() == '/' ? t->on : "/" + t->on);
     const double seconds = end_ns > start_ns ? static_cast<double>(end_ns - start_ns) * 1e-9 : 0.0;
     metrics_.task_finished(state, worker, seconds);
     return book_.finish(id, state, code, message, start_ns, end_ns);
