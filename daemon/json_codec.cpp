@@ -92,7 +92,9 @@ ScalarArg parse_scalar(const json& s, const std::string& where) {
     if (!s.is_object() || s.size() != 1) {
         bad(where + ": expected {\"float32\": v}, {\"float64\": v} or {\"int64\": v}");
     }
-    const auto& [kind, value] = *s.items().begin();
+    const auto first = s.begin(); // items() would be a temporary; its iterators must not outlive it
+    const std::string kind = first.key();
+    const json& value = first.value();
     if (kind == "int64") {
         if (!value.is_number_integer()) {
             bad(where + ".int64: expected an integer");

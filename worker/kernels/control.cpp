@@ -3,9 +3,11 @@
 #include "worker/kernels/detail/signature.h"
 
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <sys/mman.h>
 #include <thread>
 
 namespace canopy::kernels::detail {
@@ -32,13 +34,17 @@ void run_abort(const KernelCall&) {
     std::abort();
 }
 
-// The address comes from a volatile read, so the compiler cannot see the null pointer and must emit the store,
-// which raises SIGSEGV.
+// Stores to a page mapped without access, with SIGSEGV's default action restored first: the worker dies
+// of a real SIGSEGV even when a sanitizer runtime has installed its own handler (or would report a null
+// store before it faults).
 void run_segfault(const KernelCall& call) {
-    volatile std::uintptr_t address = 0;
-    auto* target = reinterpret_cast<volatile int*>(static_cast<std::uintptr_t>(address));
-    *target = 1;
-    fail(ErrorCode::KERNEL_FAILED, call, "the write through a null pointer did not fault");
+    void* page = ::mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED) {
+        fail(ErrorCode::KERNEL_FAILED, call, "cannot map a page to fault on");
+    }
+    std::signal(SIGSEGV, SIG_DFL);
+    *static_cast<volatile int*>(page) = 1;
+    fail(ErrorCode::KERNEL_FAILED, call, "the store to an inaccessible page did not fault");
 }
 
 } // namespace canopy::kernels::detail
