@@ -260,8 +260,10 @@ json Service::handle_buffer_transfer(const json& request, bool write) {
             bad("writing " + std::to_string(data.size()) + " bytes at offset " + std::to_string(offset) +
                 " runs past the end of the " + std::to_string(nbytes) + "-byte buffer");
         }
-        HostView view = map_for_transfer(info, supervisor_.registry(), true);
-        std::memcpy(view.base + offset, data.data(), data.size());
+        if (!data.empty()) { // memcpy from an empty vector's null data() is undefined
+            HostView view = map_for_transfer(info, supervisor_.registry(), true);
+            std::memcpy(view.base + offset, data.data(), data.size());
+        }
         return {{"written", data.size()}};
     }
     const std::uint64_t want = uint_member(request, "bytes", "request", std::min(nbytes - offset, MAX_READ_CHUNK));

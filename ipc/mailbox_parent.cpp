@@ -23,8 +23,10 @@ void copy_field(char* dst, std::size_t capacity, std::string_view value, const c
         throw std::invalid_argument(std::string(what) + " '" + std::string(value.substr(0, 80)) + "' is longer than " +
                                     std::to_string(capacity - 1) + " bytes");
     }
-    std::memcpy(dst, value.data(), value.size());
-    std::memset(dst + value.size(), 0, capacity - value.size());
+    std::memset(dst, 0, capacity);
+    if (!value.empty()) {
+        std::memcpy(dst, value.data(), value.size());
+    }
 }
 
 } // namespace

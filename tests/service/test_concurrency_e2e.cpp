@@ -121,7 +121,8 @@ TEST_CASE("32 clients submitting 500 tasks each see every task complete exactly 
         CHECK(w.at("restarts") == 0);
     }
     CHECK(completed_total(observer.request({{"op", "metrics"}})) - metric_before == CLIENTS * TASKS_PER_CLIENT);
-    for (const auto& t : observer.request({{"op", "tasks"}}).at("tasks")) {
+    const json tasks = observer.request({{"op", "tasks"}});
+    for (const auto& t : tasks.at("tasks")) {
         CHECK(t.at("state") == "completed");
     }
 }
