@@ -86,7 +86,8 @@ TEST_CASE("sleep_ms holds any tensor arguments and touches none of them", "[kern
     CHECK(buf.bytes() == before);
     CallBuilder no_ms("sleep_ms");
     no_ms.out(v, buf);
-    require_check_error(WorkerKind::SUB, no_ms, ErrorCode::BAD_REQUEST, "sleep_ms: takes 1 scalar argument (ms), got 0");
+    require_check_error(WorkerKind::SUB, no_ms, ErrorCode::BAD_REQUEST,
+                        "sleep_ms: takes 1 scalar argument (ms), got 0");
 }
 
 TEST_CASE("a tensor argument with the wrong tag is refused", "[kernels]") {
