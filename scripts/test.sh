@@ -15,6 +15,8 @@ scripts/install-deps.sh
 jobs=${CANOPY_JOBS:-$(nproc)}
 fuzz_seconds=${CANOPY_FUZZ_SECONDS:-60}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+# Paths under the checkout hash relative to it, so clones in other folders share the cache.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
 launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 
 stage() { printf '\n==== %s ====\n' "$*"; }
