@@ -1,19 +1,16 @@
 #include "cuda/driver.h"
 
+#include <algorithm>
+#include <array>
 #include <dlfcn.h>
-
 #include <mutex>
 #include <optional>
+#include <type_traits>
 
 namespace canopy::cuda {
 namespace {
 
-// The driver API version the entry points are requested for (CUDA 12.0 semantics; cuGetProcAddress
-// returns the matching versioned symbol, e.g. cuMemCreate or cuCtxCreate_v4).
-constexpr int API_VERSION = 12000;
-
-using GetProcAddress = CuResult (*)(const char* symbol, void** pfn, int cuda_version, std::uint64_t flags,
-                                    int* status);
+using GetProcAddress = CuStatus (*)(const char* symbol, void** pfn, int cuda_version, std::uint64_t flags, int* status);
 
 template <class Fn>
 void resolve(GetProcAddress get_proc, const char* symbol, Fn& out) {
@@ -27,10 +24,127 @@ void resolve(GetProcAddress get_proc, const char* symbol, Fn& out) {
     out = reinterpret_cast<Fn>(pfn);
 }
 
+// Resolves DriverApi::name by its base name; with <cuda.h> the member may carry a versioned spelling
+// (cuMemAlloc_v2), the symbol asked for is the base name, which cuGetProcAddress maps to that version.
+#define CANOPY_RESOLVE(get_proc, api, name) resolve(get_proc, #name, (api).name)
+
+void resolve_all(GetProcAddress get_proc, DriverApi& api) {
+    CANOPY_RESOLVE(get_proc, api, cuInit);
+    CANOPY_RESOLVE(get_proc, api, cuDriverGetVersion);
+    CANOPY_RESOLVE(get_proc, api, cuGetErrorName);
+    CANOPY_RESOLVE(get_proc, api, cuGetErrorString);
+    CANOPY_RESOLVE(get_proc, api, cuDeviceGetCount);
+    CANOPY_RESOLVE(get_proc, api, cuDeviceGet);
+    CANOPY_RESOLVE(get_proc, api, cuDeviceGetName);
+    CANOPY_RESOLVE(get_proc, api, cuDeviceGetAttribute);
+    CANOPY_RESOLVE(get_proc, api, cuDevicePrimaryCtxRetain);
+    CANOPY_RESOLVE(get_proc, api, cuDevicePrimaryCtxRelease);
+    CANOPY_RESOLVE(get_proc, api, cuCtxSetCurrent);
+    CANOPY_RESOLVE(get_proc, api, cuCtxSynchronize);
+    CANOPY_RESOLVE(get_proc, api, cuStreamCreate);
+    CANOPY_RESOLVE(get_proc, api, cuStreamSynchronize);
+    CANOPY_RESOLVE(get_proc, api, cuStreamDestroy);
+    CANOPY_RESOLVE(get_proc, api, cuModuleLoadData);
+    CANOPY_RESOLVE(get_proc, api, cuModuleGetFunction);
+    CANOPY_RESOLVE(get_proc, api, cuModuleUnload);
+    CANOPY_RESOLVE(get_proc, api, cuLaunchKernel);
+    CANOPY_RESOLVE(get_proc, api, cuMemAlloc);
+    CANOPY_RESOLVE(get_proc, api, cuMemFree);
+    CANOPY_RESOLVE(get_proc, api, cuMemcpyHtoD);
+    CANOPY_RESOLVE(get_proc, api, cuMemcpyDtoH);
+    CANOPY_RESOLVE(get_proc, api, cuMemcpyHtoDAsync);
+    CANOPY_RESOLVE(get_proc, api, cuMemcpyDtoHAsync);
+    CANOPY_RESOLVE(get_proc, api, cuMemHostRegister);
+    CANOPY_RESOLVE(get_proc, api, cuMemHostUnregister);
+    CANOPY_RESOLVE(get_proc, api, cuMemHostGetDevicePointer);
+}
+
+#if CANOPY_HAVE_CUDA_TOOLKIT
+// Every entry point has exactly the toolkit's prototype, and every constant its value.
+#define CANOPY_SAME_PROTOTYPE(name)                                                                                    \
+    static_assert(std::is_same_v<decltype(DriverApi::name), decltype(&::name)>, #name " prototype differs from "       \
+                                                                                      "cuda.h")
+CANOPY_SAME_PROTOTYPE(cuInit);
+CANOPY_SAME_PROTOTYPE(cuDriverGetVersion);
+CANOPY_SAME_PROTOTYPE(cuGetErrorName);
+CANOPY_SAME_PROTOTYPE(cuGetErrorString);
+CANOPY_SAME_PROTOTYPE(cuDeviceGetCount);
+CANOPY_SAME_PROTOTYPE(cuDeviceGet);
+CANOPY_SAME_PROTOTYPE(cuDeviceGetName);
+CANOPY_SAME_PROTOTYPE(cuDeviceGetAttribute);
+CANOPY_SAME_PROTOTYPE(cuDevicePrimaryCtxRetain);
+CANOPY_SAME_PROTOTYPE(cuDevicePrimaryCtxRelease);
+CANOPY_SAME_PROTOTYPE(cuCtxSetCurrent);
+CANOPY_SAME_PROTOTYPE(cuCtxSynchronize);
+CANOPY_SAME_PROTOTYPE(cuStreamCreate);
+CANOPY_SAME_PROTOTYPE(cuStreamSynchronize);
+CANOPY_SAME_PROTOTYPE(cuStreamDestroy);
+CANOPY_SAME_PROTOTYPE(cuModuleLoadData);
+CANOPY_SAME_PROTOTYPE(cuModuleGetFunction);
+CANOPY_SAME_PROTOTYPE(cuModuleUnload);
+CANOPY_SAME_PROTOTYPE(cuLaunchKernel);
+CANOPY_SAME_PROTOTYPE(cuMemAlloc);
+CANOPY_SAME_PROTOTYPE(cuMemFree);
+CANOPY_SAME_PROTOTYPE(cuMemcpyHtoD);
+CANOPY_SAME_PROTOTYPE(cuMemcpyDtoH);
+CANOPY_SAME_PROTOTYPE(cuMemcpyHtoDAsync);
+CANOPY_SAME_PROTOTYPE(cuMemcpyDtoHAsync);
+CANOPY_SAME_PROTOTYPE(cuMemHostRegister);
+CANOPY_SAME_PROTOTYPE(cuMemHostUnregister);
+CANOPY_SAME_PROTOTYPE(cuMemHostGetDevicePointer);
+#undef CANOPY_SAME_PROTOTYPE
+
+static_assert(STREAM_NON_BLOCKING == CU_STREAM_NON_BLOCKING);
+static_assert(HOST_REGISTER_DEVICEMAP == CU_MEMHOSTREGISTER_DEVICEMAP);
+static_assert(HOST_REGISTER_READ_ONLY == CU_MEMHOSTREGISTER_READ_ONLY);
+static_assert(ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+static_assert(ATTRIBUTE_COMPUTE_CAPABILITY_MINOR == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+static_assert(ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED == CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED);
+static_assert(ERROR_NO_DEVICE == CUDA_ERROR_NO_DEVICE);
+static_assert(ERROR_ECC_UNCORRECTABLE == CUDA_ERROR_ECC_UNCORRECTABLE);
+static_assert(ERROR_NVLINK_UNCORRECTABLE == CUDA_ERROR_NVLINK_UNCORRECTABLE);
+static_assert(ERROR_CONTAINED == CUDA_ERROR_CONTAINED);
+static_assert(ERROR_ILLEGAL_ADDRESS == CUDA_ERROR_ILLEGAL_ADDRESS);
+static_assert(ERROR_LAUNCH_TIMEOUT == CUDA_ERROR_LAUNCH_TIMEOUT);
+static_assert(ERROR_CONTEXT_IS_DESTROYED == CUDA_ERROR_CONTEXT_IS_DESTROYED);
+static_assert(ERROR_ASSERT == CUDA_ERROR_ASSERT);
+static_assert(ERROR_HARDWARE_STACK_ERROR == CUDA_ERROR_HARDWARE_STACK_ERROR);
+static_assert(ERROR_ILLEGAL_INSTRUCTION == CUDA_ERROR_ILLEGAL_INSTRUCTION);
+static_assert(ERROR_MISALIGNED_ADDRESS == CUDA_ERROR_MISALIGNED_ADDRESS);
+static_assert(ERROR_INVALID_ADDRESS_SPACE == CUDA_ERROR_INVALID_ADDRESS_SPACE);
+static_assert(ERROR_INVALID_PC == CUDA_ERROR_INVALID_PC);
+static_assert(ERROR_LAUNCH_FAILED == CUDA_ERROR_LAUNCH_FAILED);
+static_assert(ERROR_EXTERNAL_DEVICE == CUDA_ERROR_EXTERNAL_DEVICE);
+static_assert(ERROR_UNKNOWN == CUDA_ERROR_UNKNOWN);
+#endif
+
+// Errors after which the context is corrupt; see is_sticky().
+constexpr std::array<CuResult, 15> STICKY_ERRORS{
+    ERROR_ECC_UNCORRECTABLE,
+    ERROR_NVLINK_UNCORRECTABLE,
+    ERROR_CONTAINED,
+    ERROR_ILLEGAL_ADDRESS,
+    ERROR_LAUNCH_TIMEOUT,
+    ERROR_CONTEXT_IS_DESTROYED,
+    ERROR_ASSERT,
+    ERROR_HARDWARE_STACK_ERROR,
+    ERROR_ILLEGAL_INSTRUCTION,
+    ERROR_MISALIGNED_ADDRESS,
+    ERROR_INVALID_ADDRESS_SPACE,
+    ERROR_INVALID_PC,
+    ERROR_LAUNCH_FAILED,
+    ERROR_EXTERNAL_DEVICE,
+    ERROR_UNKNOWN,
+};
+
 } // namespace
 
 CudaError::CudaError(std::string call, CuResult result, const std::string& message)
     : std::runtime_error(call + ": " + message), call_(std::move(call)), result_(result) {}
+
+bool is_sticky(CuResult result) noexcept {
+    return std::find(STICKY_ERRORS.begin(), STICKY_ERRORS.end(), result) != STICKY_ERRORS.end();
+}
 
 Driver Driver::load(const std::string& library) {
     // The handle stays open for the life of the process: entry points must outlive every caller.
@@ -45,14 +159,8 @@ Driver Driver::load(const std::string& library) {
     if (sym == nullptr) {
         throw CudaError("dlsym", DRIVER_NOT_LOADED, library + " has no cuGetProcAddress_v2; the driver is too old");
     }
-    const auto get_proc = reinterpret_cast<GetProcAddress>(sym);
     Driver d;
-    resolve(get_proc, "cuInit", d.api_.cuInit);
-    resolve(get_proc, "cuDriverGetVersion", d.api_.cuDriverGetVersion);
-    resolve(get_proc, "cuDeviceGetCount", d.api_.cuDeviceGetCount);
-    resolve(get_proc, "cuDeviceGet", d.api_.cuDeviceGet);
-    resolve(get_proc, "cuGetErrorName", d.api_.cuGetErrorName);
-    resolve(get_proc, "cuGetErrorString", d.api_.cuGetErrorString);
+    resolve_all(reinterpret_cast<GetProcAddress>(sym), d.api_);
     CANOPY_CU(d, cuDriverGetVersion, &d.version_);
     return d;
 }
@@ -76,20 +184,23 @@ const Driver& Driver::get() {
     return *driver;
 }
 
-void Driver::check(CuResult result, const char* call) const {
+void Driver::check(CuResult result, const char* call, const std::string& detail) const {
     if (result == 0) {
         return;
     }
     const char* text = nullptr;
-    if (api_.cuGetErrorString == nullptr || api_.cuGetErrorString(result, &text) != 0 || text == nullptr) {
+    if (result < 0 || api_.cuGetErrorString == nullptr ||
+        api_.cuGetErrorString(static_cast<CuStatus>(result), &text) != 0 || text == nullptr) {
         text = "no description";
     }
-    throw CudaError(call, result, error_name(result) + " (" + text + ")");
+    throw CudaError(call, result,
+                    error_name(result) + " (" + text + ")" + (detail.empty() ? std::string() : " for " + detail));
 }
 
 std::string Driver::error_name(CuResult result) const {
     const char* name = nullptr;
-    if (api_.cuGetErrorName == nullptr || api_.cuGetErrorName(result, &name) != 0 || name == nullptr) {
+    if (result < 0 || api_.cuGetErrorName == nullptr ||
+        api_.cuGetErrorName(static_cast<CuStatus>(result), &name) != 0 || name == nullptr) {
         return "CUDA error " + std::to_string(result);
     }
     return name;

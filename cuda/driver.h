@@ -1,22 +1,33 @@
 #pragma once
 // The CUDA driver API, loaded at run time with dlopen so that every canopy binary starts and serves
-// CPU-only topologies on a machine without an NVIDIA driver. Entry points are resolved once, through
-// cuGetProcAddress, for the driver API version canopy is written against.
+// CPU-only topologies on a machine without an NVIDIA driver, and no canopy binary links libcuda or libcudart.
+// Entry points are resolved once, through cuGetProcAddress, for the driver API version canopy is written
+// against (API_VERSION, CUDA 12.0 semantics).
 //
 // Only chip workers of backend `cuda` call Driver::get(): the supervisor and the zygote never load the
 // driver (a process forked after its parent initialized CUDA cannot use CUDA).
 //
+// Every failed call becomes a CudaError through CANOPY_CU, the one place where a CUresult turns into an
+// error: its message names the call and the CUDA error name, e.g.
+// "cuMemHostRegister: CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED (part or all of the requested memory range is
+// already mapped)".
+//
 // Thread safety: Driver::get() is safe from any thread (std::call_once); the returned table is immutable.
 
+#include "cuda/driver_types.h"
+
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 
 namespace canopy::cuda {
 
-// CUresult values are ints; 0 is CUDA_SUCCESS.
+// CUresult values as reported in errors; 0 is CUDA_SUCCESS.
 using CuResult = int;
-using CuDevice = int;
+
+// The driver API version whose entry points canopy requests from cuGetProcAddress.
+inline constexpr int API_VERSION = 12000;
 
 // A failed driver call or a missing driver. what() names the call and the CUDA error name, e.g.
 // "cuMemCreate: CUDA_ERROR_OUT_OF_MEMORY (out of memory)".
@@ -34,13 +45,50 @@ private:
 // Result value used when no CUresult applies (the library or an entry point is missing).
 inline constexpr CuResult DRIVER_NOT_LOADED = -1;
 
+// True for the errors after which the context is unusable (every later call fails the same way): a fault in a
+// kernel (illegal address, illegal instruction, misaligned address, assert, launch failure ...), an
+// uncorrectable ECC or NVLink error, a destroyed context, CUDA_ERROR_UNKNOWN. A process that sees one must
+// drop its context; a chip worker exits so that its supervisor restarts it.
+bool is_sticky(CuResult result) noexcept;
+
+// The entry points canopy uses, with the prototypes of the API_VERSION they are requested for.
 struct DriverApi {
-    CuResult (*cuInit)(unsigned int flags) = nullptr;
-    CuResult (*cuDriverGetVersion)(int* version) = nullptr;
-    CuResult (*cuDeviceGetCount)(int* count) = nullptr;
-    CuResult (*cuDeviceGet)(CuDevice* device, int ordinal) = nullptr;
-    CuResult (*cuGetErrorName)(CuResult error, const char** name) = nullptr;
-    CuResult (*cuGetErrorString)(CuResult error, const char** text) = nullptr;
+    CuStatus (*cuInit)(unsigned int flags) = nullptr;
+    CuStatus (*cuDriverGetVersion)(int* version) = nullptr;
+    CuStatus (*cuGetErrorName)(CuStatus error, const char** name) = nullptr;
+    CuStatus (*cuGetErrorString)(CuStatus error, const char** text) = nullptr;
+    // devices and primary contexts
+    CuStatus (*cuDeviceGetCount)(int* count) = nullptr;
+    CuStatus (*cuDeviceGet)(CuDevice* device, int ordinal) = nullptr;
+    CuStatus (*cuDeviceGetName)(char* name, int length, CuDevice device) = nullptr;
+    CuStatus (*cuDeviceGetAttribute)(int* value, CuDeviceAttribute attribute, CuDevice device) = nullptr;
+    CuStatus (*cuDevicePrimaryCtxRetain)(CuContext* context, CuDevice device) = nullptr;
+    CuStatus (*cuDevicePrimaryCtxRelease)(CuDevice device) = nullptr;
+    CuStatus (*cuCtxSetCurrent)(CuContext context) = nullptr;
+    CuStatus (*cuCtxSynchronize)() = nullptr;
+    // streams
+    CuStatus (*cuStreamCreate)(CuStream* stream, unsigned int flags) = nullptr;
+    CuStatus (*cuStreamSynchronize)(CuStream stream) = nullptr;
+    CuStatus (*cuStreamDestroy)(CuStream stream) = nullptr;
+    // modules and launches
+    CuStatus (*cuModuleLoadData)(CuModule* module, const void* image) = nullptr;
+    CuStatus (*cuModuleGetFunction)(CuFunction* function, CuModule module, const char* name) = nullptr;
+    CuStatus (*cuModuleUnload)(CuModule module) = nullptr;
+    CuStatus (*cuLaunchKernel)(CuFunction function, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
+                               unsigned int block_x, unsigned int block_y, unsigned int block_z,
+                               unsigned int shared_bytes, CuStream stream, void** params, void** extra) = nullptr;
+    // memory
+    CuStatus (*cuMemAlloc)(CuDevicePtr* pointer, std::size_t bytes) = nullptr;
+    CuStatus (*cuMemFree)(CuDevicePtr pointer) = nullptr;
+    CuStatus (*cuMemcpyHtoD)(CuDevicePtr destination, const void* source, std::size_t bytes) = nullptr;
+    CuStatus (*cuMemcpyDtoH)(void* destination, CuDevicePtr source, std::size_t bytes) = nullptr;
+    CuStatus (*cuMemcpyHtoDAsync)(CuDevicePtr destination, const void* source, std::size_t bytes,
+                                  CuStream stream) = nullptr;
+    CuStatus (*cuMemcpyDtoHAsync)(void* destination, CuDevicePtr source, std::size_t bytes, CuStream stream) = nullptr;
+    CuStatus (*cuMemHostRegister)(void* pointer, std::size_t bytes, unsigned int flags) = nullptr;
+    CuStatus (*cuMemHostUnregister)(void* pointer) = nullptr;
+    CuStatus (*cuMemHostGetDevicePointer)(CuDevicePtr* device_pointer, void* host_pointer,
+                                          unsigned int flags) = nullptr;
 };
 
 class Driver {
@@ -55,8 +103,10 @@ public:
     const DriverApi& api() const noexcept { return api_; }
     int version() const noexcept { return version_; }
 
-    // Turns a CUresult into CudaError naming `call`; does nothing for success.
-    void check(CuResult result, const char* call) const;
+    // Turns a CUresult into CudaError naming `call`, and `detail` (what the call was about) when given;
+    // does nothing for success.
+    void check(CuResult result, const char* call, const std::string& detail = {}) const;
+    // "CUDA_ERROR_ILLEGAL_ADDRESS"; "CUDA error N" for a value the driver cannot name.
     std::string error_name(CuResult result) const;
 
 private:
@@ -65,6 +115,7 @@ private:
 };
 
 // Throws CudaError(call, result) when result is not CUDA_SUCCESS; the one place CUresults become errors.
+// `call` is an entry point's base name ("cuMemAlloc"), which the error message carries.
 #define CANOPY_CU(driver, call, ...) (driver).check((driver).api().call(__VA_ARGS__), #call)
 
 } // namespace canopy::cuda

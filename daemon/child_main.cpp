@@ -3,6 +3,7 @@
 #include "ipc/child_message.h"
 #include "ipc/fd_passing.h"
 #include "ipc/mailbox_child.h"
+#include "worker/cuda/cuda_chip.h"
 #include "worker/import_registry.h"
 #include "worker/worker_loop.h"
 
@@ -175,14 +176,14 @@ int run_child(const SupervisorOptions& options, const SpawnRequest& request, ipc
         }
         return worker::run_worker(ws, std::move(mailbox), std::move(control));
     }
-    case ChildKind::CUDA_CHIP:
-        try {
-            (void)cuda::Driver::get();
-        } catch (const cuda::CudaError& e) {
-            return fatal(control.get(),
-                         "cuda chip " + path + " (device " + std::to_string(spec.device) + "): " + e.what());
-        }
-        return fatal(control.get(), "cuda chip " + path + ": the CUDA chip worker is not part of this build yet");
+    case ChildKind::CUDA_CHIP: {
+        worker::WorkerSpec ws;
+        ws.kind = kernels::WorkerKind::CHIP;
+        ws.path = path;
+        ws.generation = request.generation;
+        ws.fault_kernels = options.fault_kernels;
+        return worker::run_cuda_chip(ws, spec.device, std::move(mailbox), std::move(control));
+    }
     case ChildKind::NODE:
         return run_nested(*spec.node, request, std::move(mailbox), std::move(control));
     }

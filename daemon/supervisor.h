@@ -124,6 +124,7 @@ private:
     void serve_fd_request(const ChildSlot& slot, Incarnation& inc, const BufferDescriptor& d);
     BufferDescriptor create_symmetric(const BufferRequest& request);
     void check_pe(const TaskRequest& request) const;
+    void check_cuda_fault(const Route& route, const TaskRequest& request) const;
 
     // dispatch (supervisor_dispatch.cpp)
     Route resolve(const std::string& worker) const;

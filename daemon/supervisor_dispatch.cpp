@@ -91,6 +91,10 @@ void Supervisor::check_request(const Route& route, const TaskRequest& request) c
         bound.push_back({&arg.tensor, arg.tag, nullptr});
     }
     check_pe(request);
+    if (request.kernel == "illegal_address") {
+        check_cuda_fault(route, request);
+        return;
+    }
     try {
         const kernels::KernelCall call{request.kernel, bound, request.args.scalars, nullptr};
         kernels::check_builtin(worker_kind(route.worker_kind), call, options_.fault_kernels);
@@ -136,6 +140,21 @@ void Supervisor::check_buffer(const Route& route, const BufferDescriptor& d, std
                                                                   " buffer cannot be reached from " +
                                                                   (route.slot ? route.slot->path : std::string("?")));
         }
+    }
+}
+
+// illegal_address is the fault kernel of cuda chips alone: it writes through a bad device pointer so
+// that the chip's CUDA context takes a sticky error. It takes no arguments.
+void Supervisor::check_cuda_fault(const Route& route, const TaskRequest& request) const {
+    if (!options_.fault_kernels) {
+        throw RequestError(ErrorCode::UNKNOWN_KERNEL,
+                           "illegal_address: fault kernels are disabled (testing.fault_kernels)");
+    }
+    if (route.worker_kind != ChildKind::CUDA_CHIP) {
+        throw RequestError(ErrorCode::UNKNOWN_KERNEL, "illegal_address: only cuda chips offer it");
+    }
+    if (!request.args.tensors.empty() || !request.args.scalars.empty()) {
+        throw RequestError(ErrorCode::BAD_REQUEST, "illegal_address: takes no arguments");
     }
 }
 

@@ -2,25 +2,19 @@
 
 #include "ipc/child_message.h"
 #include "ipc/fd_passing.h"
-#include "ipc/mailbox_child.h"
 #include "protocol/task_args.h"
 #include "worker/import_registry.h"
 
-#include <unistd.h>
-
+#include <algorithm>
 #include <cstring>
 #include <ctime>
 #include <exception>
 #include <string_view>
+#include <unistd.h>
 #include <vector>
 
 namespace canopy::worker {
 namespace {
-
-struct TaskOutcome {
-    ErrorCode code = ErrorCode::OK;
-    std::string message;
-};
 
 // Asks the parent for the fd of a VMM buffer and waits for the reply on the control socket.
 VmmFds request_fds(int control, const BufferDescriptor& d) {
@@ -48,7 +42,27 @@ VmmFds request_fds(int control, const BufferDescriptor& d) {
     return out;
 }
 
-class Worker {
+void send_control(int control, ipc::ChildMessageType type, const std::string& text) {
+    ipc::ChildMessage m{};
+    m.type = static_cast<std::uint32_t>(type);
+    m.pid = ::getpid();
+    m.text_len = static_cast<std::uint16_t>(std::min(text.size(), sizeof m.text));
+    std::memcpy(m.text, text.data(), m.text_len);
+    ipc::send_struct(control, m);
+}
+
+// The kernel name and the blob of a frame the runner may see; a blob longer than the frame is refused.
+TaskOutcome run_frame(const TaskFrame& frame, FrameRunner& runner) {
+    const std::string_view kernel(frame.kernel, ::strnlen(frame.kernel, KERNEL_NAME_BYTES));
+    if (frame.blob_len > MAX_TASK_ARGS_BYTES) {
+        return {ErrorCode::INVALID_TENSOR,
+                "header.total_len: blob length " + std::to_string(frame.blob_len) + " exceeds the frame"};
+    }
+    return runner.run(kernel, std::span<const std::byte>(frame.blob, frame.blob_len));
+}
+
+// The CPU worker of sim chips and subs: kernels run on this thread over host mappings.
+class Worker final : public FrameRunner {
 public:
     Worker(const WorkerSpec& spec, ipc::UniqueFd mailbox, ipc::UniqueFd control)
         : spec_(spec), control_(std::move(control)), mailbox_(mailbox.get(), spec.generation),
@@ -59,36 +73,15 @@ public:
     }
 
     int serve() {
-        announce_ready();
-        FrameTrailer trailer{};
-        while (TaskFrame* frame = mailbox_.next(trailer)) {
-            const std::uint64_t start = monotonic_ns();
-            TaskOutcome outcome = mailbox_.trailer_expected(trailer)
-                                      ? run_frame(*frame)
-                                      : TaskOutcome{ErrorCode::BAD_REQUEST, "stale frame trailer"};
-            mailbox_.finish(frame, trailer, outcome.code, outcome.message, start, monotonic_ns());
-        }
-        return 0;
+        send_ready(control_.get());
+        return serve_frames(mailbox_, *this);
     }
 
-private:
-    void announce_ready() {
-        ipc::ChildMessage ready{};
-        ready.type = static_cast<std::uint32_t>(ipc::ChildMessageType::READY);
-        ready.pid = ::getpid();
-        ipc::send_struct(control_.get(), ready);
-    }
-
-    TaskOutcome run_frame(const TaskFrame& frame) {
-        const std::string_view kernel(frame.kernel, ::strnlen(frame.kernel, KERNEL_NAME_BYTES));
-        const std::span<const std::byte> blob(frame.blob, std::min<std::size_t>(frame.blob_len, MAX_TASK_ARGS_BYTES));
-        if (frame.blob_len > MAX_TASK_ARGS_BYTES) {
-            return {ErrorCode::INVALID_TENSOR,
-                    "header.total_len: blob length " + std::to_string(frame.blob_len) + " exceeds the frame"};
-        }
+    TaskOutcome run(std::string_view kernel, std::span<const std::byte> blob) override {
         try {
             if (kernel == "@release") {
-                return run_release(blob);
+                imports_.release(decode_release(blob));
+                return {};
             }
             decode_task_args_into(blob, args_);
             bind_arguments();
@@ -101,17 +94,12 @@ private:
             const kernels::KernelCall call{kernel, bound_, args_.scalars, peer_table()};
             kernels::run_builtin(spec_.kind, call, spec_.fault_kernels);
             return {};
-        } catch (const WireError& e) {
-            return {e.code(), e.what()};
-        } catch (const ImportError& e) {
-            return {e.code(), e.what()};
-        } catch (const kernels::KernelError& e) {
-            return {e.code(), e.what()};
-        } catch (const std::exception& e) {
-            return {ErrorCode::KERNEL_FAILED, std::string(kernel) + ": " + e.what()};
+        } catch (...) {
+            return outcome_of_current_exception(kernel);
         }
     }
 
+private:
     // The peer table of tensors[0] when it is over a symmetric buffer.
     const kernels::PeerTable* peer_table() {
         if (args_.tensors.empty()) {
@@ -132,17 +120,6 @@ private:
         }
     }
 
-    TaskOutcome run_release(std::span<const std::byte> blob) {
-        CanonicalIdentity id{};
-        if (blob.size() != sizeof id) {
-            return {ErrorCode::BAD_REQUEST, "@release: expected a 32-byte identity"};
-        }
-        std::memcpy(&id, blob.data(), sizeof id);
-        validate_identity(id);
-        imports_.release(id);
-        return {};
-    }
-
     WorkerSpec spec_;
     ipc::UniqueFd control_;
     ipc::MailboxChild mailbox_;
@@ -158,6 +135,59 @@ std::uint64_t monotonic_ns() noexcept {
     timespec ts{};
     ::clock_gettime(CLOCK_MONOTONIC, &ts);
     return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+int serve_frames(ipc::MailboxChild& mailbox, FrameRunner& runner) {
+    FrameTrailer trailer{};
+    while (TaskFrame* frame = mailbox.next(trailer)) {
+        const std::uint64_t start = monotonic_ns();
+        TaskOutcome outcome = mailbox.trailer_expected(trailer)
+                                  ? run_frame(*frame, runner)
+                                  : TaskOutcome{ErrorCode::BAD_REQUEST, "stale frame trailer", false};
+        mailbox.finish(frame, trailer, outcome.code, outcome.message, start, monotonic_ns());
+        if (outcome.exit_after) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+TaskOutcome outcome_of_current_exception(std::string_view kernel) {
+    try {
+        throw;
+    } catch (const WireError& e) {
+        return {e.code(), e.what()};
+    } catch (const ImportError& e) {
+        return {e.code(), e.what()};
+    } catch (const kernels::KernelError& e) {
+        return {e.code(), e.what()};
+    } catch (const std::exception& e) {
+        return {ErrorCode::KERNEL_FAILED, std::string(kernel) + ": " + e.what()};
+    } catch (...) {
+        return {ErrorCode::KERNEL_FAILED, std::string(kernel) + ": unknown exception"};
+    }
+}
+
+CanonicalIdentity decode_release(std::span<const std::byte> blob) {
+    CanonicalIdentity id{};
+    if (blob.size() != sizeof id) {
+        throw kernels::KernelError(ErrorCode::BAD_REQUEST, "@release: expected a 32-byte identity");
+    }
+    std::memcpy(&id, blob.data(), sizeof id);
+    validate_identity(id);
+    return id;
+}
+
+void send_ready(int control) {
+    send_control(control, ipc::ChildMessageType::READY, {});
+}
+
+void send_fatal(int control, const std::string& why) noexcept {
+    try {
+        send_control(control, ipc::ChildMessageType::FATAL, why);
+    } catch (const std::exception&) {
+        // The parent learns of the exit from the zygote either way.
+    }
 }
 
 int run_worker(const WorkerSpec& spec, ipc::UniqueFd mailbox, ipc::UniqueFd control) {

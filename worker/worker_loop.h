@@ -9,13 +9,23 @@
 //   @noop     decodes, validates and materializes its arguments like any task, then runs nothing
 //             (the dispatch path alone: liveness checks and benchmarks).
 //
+// run_worker is the CPU worker (sim chips and subs). The pieces every worker kind shares are below it:
+// serve_frames (the loop itself, with the trailer and blob-length checks), the FrameRunner that a worker
+// kind supplies, the mapping from an exception to a published result, and the READY / FATAL messages.
+//
 // Thread safety: runs on the worker's only thread.
 
+#include "ipc/mailbox_child.h"
 #include "ipc/unique_fd.h"
+#include "protocol/error.h"
+#include "protocol/identity.h"
 #include "worker/kernels/builtin.h"
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -23,7 +33,7 @@ namespace canopy::worker {
 
 struct WorkerSpec {
     kernels::WorkerKind kind = kernels::WorkerKind::SUB;
-    std::string path;            // "/chip0", for messages
+    std::string path; // "/chip0", for messages
     std::uint32_t generation = 1;
     bool fault_kernels = false;
     // Fork-inherited arenas [base, base + length) this process may resolve FORK_* descriptors into.
@@ -36,5 +46,43 @@ int run_worker(const WorkerSpec& spec, ipc::UniqueFd mailbox, ipc::UniqueFd cont
 
 // CLOCK_MONOTONIC in nanoseconds.
 std::uint64_t monotonic_ns() noexcept;
+
+// The result a frame is published with. With `exit_after` the worker stops serving once the result is
+// published and its process exits with status 1, so that the supervisor restarts it: the worker's state can
+// no longer be trusted (a CUDA context after a sticky error).
+struct TaskOutcome {
+    ErrorCode code = ErrorCode::OK;
+    std::string message;
+    bool exit_after = false;
+};
+
+// What one worker kind does with a frame: `kernel` is the frame's kernel name (a control frame's starts with
+// '@'), `blob` its TaskArgs bytes, at most MAX_TASK_ARGS_BYTES and not yet decoded. Must not throw.
+class FrameRunner {
+public:
+    virtual ~FrameRunner() = default;
+    virtual TaskOutcome run(std::string_view kernel, std::span<const std::byte> blob) = 0;
+};
+
+// Serves `mailbox` until shutdown is requested: takes each READY frame in ring order, fails a frame with a
+// stale trailer (BAD_REQUEST) or a blob longer than the frame (INVALID_TENSOR) without running it, hands every
+// other one to `runner`, and publishes the outcome. Returns 0 at shutdown, 1 after an outcome with exit_after.
+int serve_frames(ipc::MailboxChild& mailbox, FrameRunner& runner);
+
+// The outcome for the exception being handled; call it only inside a catch block. A WireError, ImportError or
+// kernels::KernelError keeps its code and message; any other exception is KERNEL_FAILED "KERNEL: what()".
+TaskOutcome outcome_of_current_exception(std::string_view kernel);
+
+// The identity an @release frame names. Throws KernelError(BAD_REQUEST) for a blob that is not one identity,
+// WireError for an invalid one.
+CanonicalIdentity decode_release(std::span<const std::byte> blob);
+
+// The exit status of a child that sent FATAL (EX_CONFIG).
+inline constexpr int FATAL_EXIT_CODE = 78;
+
+// Control messages to the parent. send_fatal reports why this child cannot serve (the parent does not
+// restart it); the text is cut to what one message carries. It never throws.
+void send_ready(int control);
+void send_fatal(int control, const std::string& why) noexcept;
 
 } // namespace canopy::worker

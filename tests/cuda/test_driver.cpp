@@ -1,7 +1,6 @@
 #include "cuda/driver.h"
 
 #include <catch2/catch.hpp>
-
 #include <string>
 
 using canopy::cuda::CudaError;

@@ -167,3 +167,22 @@ TEST_CASE("a task past its timeout fails with TIMEOUT and only its worker restar
         CHECK(sup.run(std::move(quick)).ok());
     }
 }
+
+TEST_CASE("illegal_address is refused on sim chips and subs, and unless fault kernels are on", "[daemon]") {
+    TempDir state;
+    auto options = l3_options(state.path, 1, 1);
+    options.fault_kernels = true;
+    Supervisor sup(options);
+    sup.start();
+    for (const char* worker : {"chip0", "sub0"}) {
+        const auto r = sup.run(task("illegal_address", worker, {}));
+        CHECK(r.code == ErrorCode::UNKNOWN_KERNEL);
+        CHECK_THAT(r.message, Catch::Contains("only cuda chips"));
+    }
+    TempDir state2;
+    Supervisor plain(l3_options(state2.path, 1, 0));
+    plain.start();
+    const auto r = plain.run(task("illegal_address", "chip0", {}));
+    CHECK(r.code == ErrorCode::UNKNOWN_KERNEL);
+    CHECK_THAT(r.message, Catch::Contains("fault kernels are disabled"));
+}

@@ -1,0 +1,197 @@
+#pragma once
+// Helpers for process-level tests of cuda chips: topologies with cuda and sim chips, host access to POSIX shm
+// buffers, and gpu_probe(), which finds out whether this machine has GPUs without initializing CUDA in the
+// test process (a process forked after its parent initialized CUDA cannot use CUDA, and the supervisor's
+// zygote is forked from the test process).
+//
+// [gpu] tests call REQUIRE_GPUS(n) first: on a machine with fewer than n GPUs (or no driver) they WARN and
+// return, so the suite passes there and runs in full on a GPU machine.
+
+#include "cuda/driver.h"
+#include "daemon/supervisor.h"
+#include "ipc/mapped_region.h"
+#include "ipc/sys_error.h"
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace canopy::testing {
+
+// What a child process saw of the CUDA driver: the number of devices, or -1 and the driver's error.
+struct GpuProbe {
+    int devices = -1;
+    std::string why;
+};
+
+// Probes once, in a forked child that loads the driver; the test process never touches CUDA.
+// REQUIRES: the first call happens while the test process has a single thread (no supervisor alive).
+inline const GpuProbe& gpu_probe() {
+    static const GpuProbe probe = [] {
+        int fds[2];
+        ipc::sys_check(::pipe2(fds, O_CLOEXEC), "pipe2");
+        const pid_t pid = ::fork();
+        if (pid == 0) {
+            ::close(fds[0]);
+            std::string answer;
+            try {
+                int count = 0;
+                const auto& driver = cuda::Driver::get();
+                CANOPY_CU(driver, cuDeviceGetCount, &count);
+                answer = std::to_string(count);
+            } catch (const std::exception& e) {
+                answer = std::string("-1 ") + e.what();
+            }
+            (void)!::write(fds[1], answer.data(), answer.size());
+            ::_exit(0);
+        }
+        ::close(fds[1]);
+        std::string text;
+        char buf[512];
+        for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) {
+            text.append(buf, static_cast<std::size_t>(n));
+        }
+        ::close(fds[0]);
+        int status = 0;
+        ::waitpid(pid, &status, 0);
+        GpuProbe p;
+        if (text.rfind("-1 ", 0) == 0 || text.empty()) {
+            p.why = text.empty() ? "the probe process said nothing" : text.substr(3);
+        } else {
+            p.devices = std::stoi(text);
+        }
+        return p;
+    }();
+    return probe;
+}
+
+#define REQUIRE_GPUS(n)                                                                                                \
+    do {                                                                                                               \
+        const auto& probe_ = ::canopy::testing::gpu_probe();                                                           \
+        if (probe_.devices < (n)) {                                                                                    \
+            WARN("skipped: needs " << (n) << " GPU(s); "                                                               \
+                                   << (probe_.devices < 0 ? "no CUDA driver: " + probe_.why                            \
+                                                          : std::to_string(probe_.devices) + " visible"));             \
+            return;                                                                                                    \
+        }                                                                                                              \
+    } while (0)
+
+// A fresh state directory under /tmp, removed on destruction.
+struct TempDir {
+    std::filesystem::path path;
+    TempDir() {
+        char tmpl[] = "/tmp/canopy-cuda-test-XXXXXX";
+        path = ::mkdtemp(tmpl);
+    }
+    ~TempDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path, ec);
+    }
+};
+
+struct ChipSpec {
+    daemon::ChildKind kind;
+    std::uint32_t device = 0;
+};
+
+// An L3 whose children are chip0.. as listed, then sub0..; fast restarts for tests.
+inline daemon::SupervisorOptions chip_options(const std::filesystem::path& state, const std::vector<ChipSpec>& chips,
+                                              int subs = 0, bool fault_kernels = false) {
+    daemon::SupervisorOptions o;
+    o.name = "cuda-test";
+    o.path = "/";
+    o.state_dir = state;
+    o.backoff_initial = std::chrono::milliseconds(10);
+    o.backoff_max = std::chrono::milliseconds(100);
+    o.drain_timeout = std::chrono::milliseconds(5000);
+    o.fault_kernels = fault_kernels;
+    for (std::size_t i = 0; i < chips.size(); ++i) {
+        o.children.push_back({"chip" + std::to_string(i), chips[i].kind, chips[i].device, {}});
+    }
+    for (int i = 0; i < subs; ++i) {
+        o.children.push_back({"sub" + std::to_string(i), daemon::ChildKind::SUB, 0, {}});
+    }
+    return o;
+}
+
+// Sets an environment variable for the scope (the zygote, forked in the Supervisor constructor, and every
+// worker inherit the environment of that moment).
+class ScopedEnv {
+public:
+    ScopedEnv(const char* name, const char* value) : name_(name) {
+        if (const char* old = std::getenv(name)) {
+            old_ = old;
+        }
+        ::setenv(name, value, 1);
+    }
+    ~ScopedEnv() {
+        if (old_) {
+            ::setenv(name_, old_->c_str(), 1);
+        } else {
+            ::unsetenv(name_);
+        }
+    }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+private:
+    const char* name_;
+    std::optional<std::string> old_;
+};
+
+// Maps a POSIX_SHM buffer into the test process, writable.
+inline ipc::MappedRegion map_shm(const BufferDescriptor& d) {
+    const std::string path = "/" + std::string(shm_name(d));
+    const int fd = ipc::sys_check(::shm_open(path.c_str(), O_RDWR | O_CLOEXEC, 0), "shm_open");
+    auto region = ipc::MappedRegion::map_shared(fd, d.nbytes, true);
+    ::close(fd);
+    return region;
+}
+
+inline BufferDescriptor shm_buffer(daemon::Supervisor& sup, std::uint64_t nbytes, Access access = Access::READWRITE) {
+    return sup.create_buffer({nbytes, Backend::POSIX_SHM, access, "", {}});
+}
+
+inline daemon::TaskRequest task(std::string kernel, std::string worker, std::vector<TensorArg> tensors,
+                                std::vector<ScalarArg> scalars = {}) {
+    daemon::TaskRequest r;
+    r.kernel = std::move(kernel);
+    r.worker = std::move(worker);
+    r.args.tensors = std::move(tensors);
+    r.args.scalars = std::move(scalars);
+    return r;
+}
+
+inline std::optional<daemon::WorkerStatus> status_of(const daemon::Supervisor& sup, const std::string& path) {
+    for (const auto& w : sup.status()) {
+        if (w.path == path) {
+            return w;
+        }
+    }
+    return std::nullopt;
+}
+
+// Waits (polling: test set-up, not a dispatch path) until `path` is RUNNING; false after `seconds`.
+inline bool wait_running(const daemon::Supervisor& sup, const std::string& path, int seconds = 30) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (std::chrono::steady_clock::now() < deadline) {
+        const auto w = status_of(sup, path);
+        if (w && w->state == daemon::WorkerState::RUNNING && w->pid > 0) {
+            return true;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+}
+
+} // namespace canopy::testing

@@ -1,0 +1,207 @@
+// A cuda chip process driven through a raw mailbox: the frames a supervisor would stop (hostile blobs, calls
+// that fail the kernel checks, device buffers this piece does not serve, the illegal_address fault) reach the
+// worker, which must answer each exactly as a sim chip does, or as its contract says.
+#include "daemon/buffer_registry.h"
+#include "raw_chip.h"
+
+#include <catch2/catch.hpp>
+#include <random>
+
+using namespace canopy;
+using namespace canopy::testing;
+
+namespace {
+
+TaskArgs args_of(std::vector<TensorArg> tensors, std::vector<ScalarArg> scalars = {}) {
+    TaskArgs a;
+    a.tensors = std::move(tensors);
+    a.scalars = std::move(scalars);
+    return a;
+}
+
+TensorArg t(const BufferDescriptor& d, TensorTag tag, DataType dtype, std::initializer_list<std::uint32_t> shape,
+            std::initializer_list<std::uint32_t> strides = {}, std::uint64_t offset = 0) {
+    return {make_tensor(d, dtype, shape, strides, offset), tag};
+}
+
+CanonicalIdentity forged_identity(std::uint64_t buffer_id) {
+    CanonicalIdentity id{};
+    id.owner_instance = draw_owner_instance();
+    id.buffer_id = buffer_id;
+    id.generation = 1;
+    return id;
+}
+
+} // namespace
+
+TEST_CASE("a raw cuda chip starts, runs a kernel, and its results land in the shm buffer", "[cuda][chip][gpu]") {
+    REQUIRE_GPUS(1);
+    TempDir state;
+    daemon::BufferRegistry registry(state.path / "journal");
+    const auto buf = registry.create_posix_shm(4096, Access::READWRITE, "/");
+    auto host = map_shm(buf);
+    RawChip chip(RawKind::CUDA);
+    REQUIRE(chip.ready());
+    auto c = chip.run("iota", args_of({t(buf, TensorTag::OUTPUT, DataType::INT32, {1024})}));
+    REQUIRE(c.code == ErrorCode::OK);
+    const auto* v = reinterpret_cast<const std::int32_t*>(host.data());
+    for (int i = 0; i < 1024; ++i) {
+        REQUIRE(v[i] == i);
+    }
+    c = chip.run("@noop", args_of({t(buf, TensorTag::INPUT, DataType::INT32, {1024})}));
+    CHECK(c.code == ErrorCode::OK);
+}
+
+TEST_CASE("a raw cuda chip answers hostile and ill-fitting frames exactly as a sim chip does", "[cuda][chip][gpu]") {
+    REQUIRE_GPUS(1);
+    TempDir state;
+    daemon::BufferRegistry registry(state.path / "journal");
+    const auto a = registry.create_posix_shm(4096, Access::READWRITE, "/");
+    const auto b = registry.create_posix_shm(4096, Access::READWRITE, "/");
+    const auto ro = registry.create_posix_shm(4096, Access::READ, "/");
+    RawChip cuda_chip(RawKind::CUDA);
+    RawChip sim_chip(RawKind::SIM);
+    REQUIRE(cuda_chip.ready());
+    REQUIRE(sim_chip.ready());
+
+    const std::vector<std::pair<std::string, TaskArgs>> calls = {
+        {"frobnicate", args_of({})},
+        {"copy",
+         args_of({t(a, TensorTag::INPUT, DataType::FLOAT32, {16}), t(b, TensorTag::OUTPUT, DataType::FLOAT32, {12})})},
+        {"copy",
+         args_of({t(a, TensorTag::INPUT, DataType::FLOAT32, {16}), t(b, TensorTag::OUTPUT, DataType::INT8, {16})})},
+        {"copy",
+         args_of({t(a, TensorTag::OUTPUT, DataType::FLOAT32, {16}), t(b, TensorTag::OUTPUT, DataType::FLOAT32, {16})})},
+        {"fill", args_of({t(a, TensorTag::OUTPUT, DataType::FLOAT32, {16})})},
+        {"scale", args_of({t(a, TensorTag::OUTPUT, DataType::FLOAT32, {16})}, {ScalarArg::f32(2)})},
+        {"reduce_sum",
+         args_of({t(a, TensorTag::INPUT, DataType::INT32, {16}), t(b, TensorTag::OUTPUT, DataType::INT32, {2})})},
+        {"matmul",
+         args_of({t(a, TensorTag::INPUT, DataType::INT32, {2, 2}), t(b, TensorTag::INPUT, DataType::INT32, {2, 2}),
+                  t(b, TensorTag::OUTPUT, DataType::INT32, {2, 2}, {}, 64)})},
+        {"matmul",
+         args_of({t(a, TensorTag::INPUT, DataType::FLOAT32, {3, 4}), t(b, TensorTag::INPUT, DataType::FLOAT32, {5, 6}),
+                  t(b, TensorTag::OUTPUT, DataType::FLOAT32, {3, 6}, {}, 512)})},
+        {"sleep_ms", args_of({}, {ScalarArg::f64(1)})},
+        {"sleep_ms", args_of({}, {ScalarArg::i64(3600001)})},
+        {"peer_read",
+         args_of({t(a, TensorTag::INPUT, DataType::FLOAT32, {4}), t(b, TensorTag::OUTPUT, DataType::FLOAT32, {4})},
+                 {ScalarArg::i64(0)})},
+        {"allgather",
+         args_of({t(a, TensorTag::INPUT, DataType::FLOAT32, {4}), t(b, TensorTag::OUTPUT, DataType::FLOAT32, {4})})},
+        {"abort", args_of({})},
+        {"illegal_address", args_of({})},
+        {"@bogus", args_of({})},
+        {"fill", args_of({t(ro, TensorTag::INPUT, DataType::FLOAT32, {16})}, {ScalarArg::f32(1)})},
+    };
+    for (const auto& [kernel, args] : calls) {
+        INFO(kernel);
+        const auto c = cuda_chip.run(kernel, args);
+        const auto s = sim_chip.run(kernel, args);
+        CHECK(c.code != ErrorCode::OK);
+        if (kernel == "illegal_address") {
+            // Not a sim kernel at all; the cuda chip refuses it as a fault kernel while they are disabled.
+            CHECK(c.code == ErrorCode::UNKNOWN_KERNEL);
+            CHECK_THAT(c.message, Catch::Contains("illegal_address: fault kernels are disabled"));
+            continue;
+        }
+        CHECK(error_code_name(c.code) == error_code_name(s.code));
+        CHECK(c.message == s.message);
+    }
+
+    std::mt19937_64 rng(99);
+    for (int i = 0; i < 100; ++i) {
+        std::vector<std::byte> junk(static_cast<std::size_t>(rng() % 700));
+        for (auto& x : junk) {
+            x = static_cast<std::byte>(rng());
+        }
+        const auto c = cuda_chip.run("fill", junk);
+        const auto s = sim_chip.run("fill", junk);
+        REQUIRE(c.code == ErrorCode::INVALID_TENSOR);
+        REQUIRE(c.message == s.message);
+    }
+    // The chip still serves after all of that.
+    const auto ok =
+        cuda_chip.run("fill", args_of({t(a, TensorTag::OUTPUT, DataType::FLOAT32, {16})}, {ScalarArg::f32(1)}));
+    CHECK(ok.code == ErrorCode::OK);
+}
+
+TEST_CASE("a raw cuda chip refuses device and fork buffers by name, as not supported yet", "[cuda][chip][gpu]") {
+    REQUIRE_GPUS(1);
+    RawChip chip(RawKind::CUDA);
+    REQUIRE(chip.ready());
+    const auto cuda_vmm = make_vmm_descriptor(Backend::CUDA_VMM, forged_identity(7), 1 << 21, Access::READWRITE, 0);
+    const auto sim_vmm = make_vmm_descriptor(Backend::SIM_VMM, forged_identity(8), 1 << 21, Access::READWRITE, 0);
+    const auto fork_shm = make_fork_descriptor(Backend::FORK_SHM, forged_identity(9), 4096, Access::READWRITE, 1 << 20);
+    for (const auto& [d, name] :
+         {std::pair{cuda_vmm, "cuda_vmm"}, std::pair{sim_vmm, "sim_vmm"}, std::pair{fork_shm, "fork_shm"}}) {
+        INFO(name);
+        const auto c =
+            chip.run("fill", args_of({t(d, TensorTag::OUTPUT, DataType::FLOAT32, {16})}, {ScalarArg::f32(1)}));
+        CHECK(c.code == ErrorCode::UNREACHABLE_BUFFER);
+        CHECK_THAT(c.message, Catch::StartsWith(std::string("cuda chip /chip0: ") + name +
+                                                " buffers are not supported yet (buffer "));
+    }
+}
+
+TEST_CASE("a raw cuda chip maps a buffer once, drops it on @release, and maps the next generation",
+          "[cuda][chip][gpu]") {
+    REQUIRE_GPUS(1);
+    TempDir state;
+    daemon::BufferRegistry registry(state.path / "journal");
+    RawChip chip(RawKind::CUDA);
+    REQUIRE(chip.ready());
+    for (int round = 0; round < 5; ++round) {
+        INFO("round " << round);
+        const auto buf = registry.create_posix_shm(8192, round % 2 ? Access::READWRITE : Access::WRITE, "/");
+        auto host = map_shm(buf);
+        for (int use = 0; use < 3; ++use) {
+            const auto c = chip.run("fill", args_of({t(buf, TensorTag::OUTPUT, DataType::INT16, {4096})},
+                                                    {ScalarArg::i64(round * 10 + use)}));
+            REQUIRE(c.code == ErrorCode::OK);
+            REQUIRE(reinterpret_cast<const std::int16_t*>(host.data())[4095] == round * 10 + use);
+        }
+        std::vector<std::byte> id(sizeof(CanonicalIdentity));
+        std::memcpy(id.data(), &buf.identity, sizeof buf.identity);
+        REQUIRE(chip.run("@release", id).code == ErrorCode::OK);
+        REQUIRE(!registry.release(buf.identity));
+        // The released generation is stale from now on.
+        const auto stale =
+            chip.run("fill", args_of({t(buf, TensorTag::OUTPUT, DataType::INT16, {4})}, {ScalarArg::i64(1)}));
+        CHECK(stale.code == ErrorCode::STALE_BUFFER);
+    }
+}
+
+TEST_CASE("a raw cuda chip reads a read-only buffer through a read-only registration", "[cuda][chip][gpu]") {
+    REQUIRE_GPUS(1);
+    TempDir state;
+    daemon::BufferRegistry registry(state.path / "journal");
+    const auto ro = registry.create_posix_shm(4096, Access::READ, "/");
+    const auto out = registry.create_posix_shm(4096, Access::READWRITE, "/");
+    auto ro_host = map_shm(ro);
+    auto out_host = map_shm(out);
+    for (int i = 0; i < 1024; ++i) {
+        reinterpret_cast<float*>(ro_host.data())[i] = static_cast<float>(i) * 0.5f;
+    }
+    RawChip chip(RawKind::CUDA);
+    REQUIRE(chip.ready());
+    const auto c = chip.run("copy", args_of({t(ro, TensorTag::INPUT, DataType::FLOAT32, {1024}),
+                                             t(out, TensorTag::OUTPUT, DataType::FLOAT32, {1024})}));
+    REQUIRE(c.code == ErrorCode::OK);
+    CHECK(std::memcmp(ro_host.data(), out_host.data(), 4096) == 0);
+}
+
+TEST_CASE("illegal_address on a raw cuda chip fails its task naming the CUDA error, then the process exits 1",
+          "[cuda][chip][gpu][fault]") {
+    REQUIRE_GPUS(1);
+    RawChip chip(RawKind::CUDA, true);
+    REQUIRE(chip.ready());
+    CHECK(chip.run("illegal_address", args_of({}, {ScalarArg::i64(1)})).code == ErrorCode::BAD_REQUEST);
+    const auto c = chip.run("illegal_address", args_of({}));
+    CHECK(c.code == ErrorCode::KERNEL_FAILED);
+    CHECK_THAT(c.message, Catch::StartsWith("illegal_address: cuStreamSynchronize: CUDA_ERROR_ILLEGAL_ADDRESS ("));
+    CHECK_THAT(c.message, Catch::Contains("the CUDA context of cuda chip /chip0 is unusable, the chip restarts"));
+    const int status = chip.wait_exit();
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 1);
+}

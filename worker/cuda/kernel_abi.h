@@ -1,0 +1,84 @@
+#pragma once
+// The parameters of canopy's CUDA kernels (worker/cuda/kernels.cu), shared by the host code that fills them
+// (launcher.cpp, compiled by the C++ compiler) and the device code that reads them (compiled by nvcc). Each
+// kernel takes exactly one of these structs, by value. Plain fixed-width fields with explicit padding, so both
+// compilers lay them out alike; the sizes are pinned below.
+//
+// Kernel names: "canopy_KERNEL_DTYPE" with DTYPE as protocol's to_string(DataType) ("canopy_axpy_bfloat16"),
+// for fill, iota, copy, scale, axpy, reduce_sum (float dtypes), reduce_partial and reduce_finish (integer
+// dtypes), matmul (float dtypes); plus "canopy_illegal_address".
+//
+// Thread safety: plain values.
+
+#include <cstdint>
+
+namespace canopy::worker::cuda_abi {
+
+inline constexpr unsigned MAX_VIEW_DIMS = 8;
+
+// A view in device bytes, as kernels::detail::ByteLayout makes it: size-1 dimensions dropped and mergeable
+// ones merged, so a dense view is one dimension whose stride is the element size. Element i of the view (in
+// row-major logical order) lies at origin + Σ index_d · strides[d], where index is i unravelled over shapes
+// (the last dimension fastest).
+struct DeviceView {
+    std::uint64_t origin; // device address of element 0: the buffer's device base + the view's byte_offset
+    std::uint64_t count;  // elements
+    std::uint32_t ndims;  // 1..MAX_VIEW_DIMS
+    std::uint32_t element_size;
+    std::uint64_t shapes[MAX_VIEW_DIMS];
+    std::uint64_t strides[MAX_VIEW_DIMS]; // bytes
+};
+static_assert(sizeof(DeviceView) == 152);
+
+// fill(out, value), iota(out), copy(in, out), scale(x = out, a = scalar), axpy(in = x, out = y, a = scalar).
+struct ElementwiseParams {
+    DeviceView out;       // the written view (scale's x, axpy's y)
+    DeviceView in;        // the read view (copy's in, axpy's x); unused otherwise
+    std::uint64_t scalar; // fill's value or the factor a, already converted to the dtype: its bits, low-aligned
+};
+static_assert(sizeof(ElementwiseParams) == 312);
+
+// reduce_sum. Float dtypes: one block sums x in order into *y. Integer dtypes: reduce_partial writes one
+// wrapping 64-bit sum per block to partials[blockIdx.x], then reduce_finish (one block) adds the
+// partial_count partials and stores the low bits into *y.
+struct ReduceParams {
+    DeviceView x;
+    std::uint64_t y;        // device address of the output element
+    std::uint64_t partials; // device address of partial_count uint64 slots
+    std::uint32_t partial_count;
+    std::uint32_t reserved;
+};
+static_assert(sizeof(ReduceParams) == 176);
+
+// A 2-D view: element (i, j) at origin + i·row_stride + j·col_stride (bytes).
+struct MatrixView {
+    std::uint64_t origin;
+    std::uint64_t rows;
+    std::uint64_t cols;
+    std::uint64_t row_stride;
+    std::uint64_t col_stride;
+};
+static_assert(sizeof(MatrixView) == 40);
+
+// C[M,N] = A[M,K] · B[K,N]; each C element accumulates over k ascending (docs/kernels.md).
+struct MatmulParams {
+    MatrixView a;
+    MatrixView b;
+    MatrixView c;
+};
+static_assert(sizeof(MatmulParams) == 120);
+
+// illegal_address: one thread stores to `address`, which no allocation covers.
+struct FaultParams {
+    std::uint64_t address;
+};
+static_assert(sizeof(FaultParams) == 8);
+
+// Launch geometry the host and the kernels agree on.
+inline constexpr unsigned ELEMENTWISE_BLOCK = 256;
+inline constexpr unsigned REDUCE_BLOCK = 256;
+inline constexpr unsigned REDUCE_TILE = 2048; // elements staged in shared memory per step of the ordered sum
+inline constexpr unsigned REDUCE_MAX_PARTIALS = 1024;
+inline constexpr unsigned MATMUL_TILE = 16; // blocks are MATMUL_TILE x MATMUL_TILE threads
+
+} // namespace canopy::worker::cuda_abi

@@ -1,0 +1,68 @@
+// canopy's built-in kernels for cuda chips, compiled by nvcc into a fatbin (sm_90 code plus compute_90 PTX)
+// that the build embeds into canopy_worker and cuda chips load with cuModuleLoadData. Every entry point is
+// extern "C" so the host finds it by the name kernel_abi.h documents; each takes one parameter struct by
+// value. The semantics are docs/kernels.md's, bit for bit (see device_ops.cuh, reduce.cuh, matmul.cuh).
+#include "worker/cuda/elementwise.cuh"
+#include "worker/cuda/matmul.cuh"
+#include "worker/cuda/reduce.cuh"
+
+using namespace canopy::worker::cuda_abi;
+using namespace canopy::worker::cuda_kernels;
+
+#define CANOPY_ELEMENTWISE_KERNEL(kernel, dtype, Ops)                                                                  \
+    extern "C" __global__ void __launch_bounds__(ELEMENTWISE_BLOCK)                                                    \
+        canopy_##kernel##_##dtype(const ElementwiseParams p) {                                                         \
+        kernel##_body<Ops>(p);                                                                                         \
+    }
+
+#define CANOPY_COPY_KERNEL(dtype, Bits)                                                                                \
+    extern "C" __global__ void __launch_bounds__(ELEMENTWISE_BLOCK) canopy_copy_##dtype(const ElementwiseParams p) {   \
+        copy_body<Bits>(p);                                                                                            \
+    }
+
+#define CANOPY_ELEMENTWISE_KERNELS(dtype, Ops, Bits)                                                                   \
+    CANOPY_ELEMENTWISE_KERNEL(fill, dtype, Ops)                                                                        \
+    CANOPY_ELEMENTWISE_KERNEL(iota, dtype, Ops)                                                                        \
+    CANOPY_ELEMENTWISE_KERNEL(scale, dtype, Ops)                                                                       \
+    CANOPY_ELEMENTWISE_KERNEL(axpy, dtype, Ops)                                                                        \
+    CANOPY_COPY_KERNEL(dtype, Bits)
+
+#define CANOPY_FLOAT_KERNELS(dtype, Ops, Bits)                                                                         \
+    CANOPY_ELEMENTWISE_KERNELS(dtype, Ops, Bits)                                                                       \
+    extern "C" __global__ void __launch_bounds__(REDUCE_BLOCK) canopy_reduce_sum_##dtype(const ReduceParams p) {       \
+        reduce_ordered_body<Ops>(p);                                                                                   \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(MATMUL_TILE* MATMUL_TILE)                                             \
+        canopy_matmul_##dtype(const MatmulParams p) {                                                                  \
+        matmul_body<Ops>(p);                                                                                           \
+    }
+
+#define CANOPY_INT_KERNELS(dtype, Ops, Bits)                                                                           \
+    CANOPY_ELEMENTWISE_KERNELS(dtype, Ops, Bits)                                                                       \
+    extern "C" __global__ void __launch_bounds__(REDUCE_BLOCK) canopy_reduce_partial_##dtype(const ReduceParams p) {   \
+        reduce_partial_body<Ops>(p);                                                                                   \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(REDUCE_BLOCK) canopy_reduce_finish_##dtype(const ReduceParams p) {    \
+        reduce_finish_body<Ops>(p);                                                                                    \
+    }
+
+CANOPY_FLOAT_KERNELS(float32, Float32Ops, std::uint32_t)
+CANOPY_FLOAT_KERNELS(float64, Float64Ops, std::uint64_t)
+CANOPY_FLOAT_KERNELS(float16, Float16Ops, std::uint16_t)
+CANOPY_FLOAT_KERNELS(bfloat16, BFloat16Ops, std::uint16_t)
+CANOPY_INT_KERNELS(int8, Int8Ops, std::uint8_t)
+CANOPY_INT_KERNELS(uint8, UInt8Ops, std::uint8_t)
+CANOPY_INT_KERNELS(int16, Int16Ops, std::uint16_t)
+CANOPY_INT_KERNELS(int32, Int32Ops, std::uint32_t)
+CANOPY_INT_KERNELS(int64, Int64Ops, std::uint64_t)
+
+// Does nothing: the cheapest launch, for liveness checks and tests.
+extern "C" __global__ void canopy_noop() {}
+
+// Stores through an address no allocation covers; the launch fails with CUDA_ERROR_ILLEGAL_ADDRESS, which is
+// sticky. Only reachable with fault kernels enabled.
+extern "C" __global__ void canopy_illegal_address(const FaultParams p) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        *reinterpret_cast<volatile unsigned*>(p.address) = 1u;
+    }
+}

@@ -1,0 +1,76 @@
+#pragma once
+// Launcher: runs the built-in kernels of a cuda chip on its GPU. It looks up every kernel of the embedded
+// module once (a missing one fails the construction, so a chip never starts half-equipped), then turns a
+// checked KernelCall into launches on a stream: views become DeviceViews over the device addresses of their
+// buffers, scalars are converted to the dtype on the host with the CPU kernels' own conversions (so fill,
+// scale and axpy see exactly the CPU's value), and the grid is sized to the view.
+//
+// Kernels on the GPU: fill, iota, copy, scale, axpy, reduce_sum, matmul (runs_on_device()); illegal_address
+// through launch_illegal_address(). The rest of the built-ins touch no buffer memory or are not served here.
+//
+// Ownership: borrows the driver and module, which must outlive it; owns a small device allocation for
+// reduce_sum's partial sums. REQUIRES the module's context to be current on the calling thread.
+// Thread safety: one caller at a time (the scratch allocation is shared by launches).
+
+#include "cuda/memory.h"
+#include "cuda/module.h"
+#include "worker/kernels/builtin.h"
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace canopy::worker {
+
+class Launcher {
+public:
+    Launcher(const cuda::Driver& driver, const cuda::Module& module);
+
+    // Whether the built-in `kernel` runs as a CUDA kernel here.
+    static bool runs_on_device(std::string_view kernel) noexcept;
+
+    // Queues the kernel(s) of `call` on `stream`; returns without waiting. REQUIRES: runs_on_device(call.name),
+    // the call passed check_builtin for a chip, and device_bases[i] is the device address of byte 0 of
+    // call.tensors[i]'s buffer, which covers the buffer's nbytes. Throws CudaError.
+    void launch(const kernels::KernelCall& call, std::span<const std::uint64_t> device_bases,
+                cuda::CuStream stream) const;
+
+    // Queues canopy_illegal_address, which faults with CUDA_ERROR_ILLEGAL_ADDRESS (sticky).
+    void launch_illegal_address(cuda::CuStream stream) const;
+
+    // Queues canopy_noop (an empty kernel).
+    void launch_noop(cuda::CuStream stream) const;
+
+private:
+    // The entry points of the module, per dtype.
+    enum class Kernel : std::uint8_t {
+        FILL,
+        IOTA,
+        COPY,
+        SCALE,
+        AXPY,
+        REDUCE_SUM,
+        REDUCE_PARTIAL,
+        REDUCE_FINISH,
+        MATMUL
+    };
+    static constexpr std::size_t KERNEL_COUNT = 9;
+    static constexpr std::size_t DTYPE_SLOTS = 10; // indexed by DataType's raw value, 1..9
+
+    cuda::CuFunction function(Kernel kernel, DataType dtype) const;
+    void elementwise(Kernel kernel, const kernels::KernelCall& call, std::span<const std::uint64_t> bases,
+                     cuda::CuStream stream) const;
+    void reduce_sum(const kernels::KernelCall& call, std::span<const std::uint64_t> bases, cuda::CuStream stream) const;
+    void matmul(const kernels::KernelCall& call, std::span<const std::uint64_t> bases, cuda::CuStream stream) const;
+    template <class Params>
+    void run(cuda::CuFunction function, cuda::Dim3 grid, cuda::Dim3 block, cuda::CuStream stream, Params params) const;
+
+    const cuda::Driver* driver_;
+    std::array<std::array<cuda::CuFunction, DTYPE_SLOTS>, KERNEL_COUNT> functions_{};
+    cuda::CuFunction illegal_address_ = nullptr;
+    cuda::CuFunction noop_ = nullptr;
+    cuda::DeviceAllocation partials_;
+};
+
+} // namespace canopy::worker
