@@ -33,7 +33,7 @@ Rect AccessIndex::query_rect(const Group& group, const Footprint& footprint) noe
 
 // The group a view with this footprint joins; creates its pitch group while fewer than MAX_PITCH_GROUPS
 // exist.
-std::uint8_t AccessIndex::group_for(BufferIndex& buffer, const std::optional<Pitched>& pitched) {
+std::uint8_t AccessIndex::group_for(Buffer& buffer, const std::optional<Pitched>& pitched) {
     if (!pitched) {
         return 0;
     }
@@ -49,15 +49,23 @@ std::uint8_t AccessIndex::group_for(BufferIndex& buffer, const std::optional<Pit
     return 0;
 }
 
-AccessIndex::Handle AccessIndex::insert(const Tensor& view, const Footprint& footprint, bool writes, AccessRef ref) {
-    auto found = buffers_.find(view.buffer.identity);
-    if (found == buffers_.end()) {
-        BufferIndex fresh{view.buffer.identity, {}, 0};
+AccessIndex::Buffer* AccessIndex::find(const CanonicalIdentity& identity) noexcept {
+    const auto found = buffers_.find(identity);
+    return found == buffers_.end() ? nullptr : &found->second;
+}
+
+AccessIndex::Handle AccessIndex::insert(Buffer* hint, const Tensor& view, const Footprint& footprint, bool writes,
+                                        AccessRef ref) {
+    if (hint == nullptr) {
+        hint = find(view.buffer.identity);
+    }
+    if (hint == nullptr) {
+        Buffer fresh{view.buffer.identity, view.buffer, {}, 0};
         fresh.groups.reserve(1 + MAX_PITCH_GROUPS);
         fresh.groups.emplace_back(0, *pool_);
-        found = buffers_.emplace(view.buffer.identity, std::move(fresh)).first;
+        hint = &buffers_.emplace(view.buffer.identity, std::move(fresh)).first->second;
     }
-    BufferIndex& buffer = found->second;
+    Buffer& buffer = *hint;
     const std::uint8_t g = group_for(buffer, footprint.pitched);
     Group& group = buffer.groups[g];
     Rect rect{{0, 1}, footprint.bytes};
@@ -86,7 +94,7 @@ void AccessIndex::erase(Handle& handle) noexcept {
         index_of(handle).erase(handle.item);
         --size_;
     }
-    BufferIndex& buffer = *handle.buffer;
+    Buffer& buffer = *handle.buffer;
     handle = Handle{};
     if (--buffer.size == 0) {
         const CanonicalIdentity identity = buffer.identity; // the key must outlive the erased entry
@@ -130,6 +138,7 @@ void AccessIndex::unpark(Handle& handle) noexcept {
 }
 
 void AccessIndex::release_storage() noexcept {
+    buffers_ = decltype(buffers_)();
     parked_ = std::vector<IntervalIndex::Parked>();
     free_parking_ = std::vector<std::uint32_t>();
     pool_->release();

@@ -1,6 +1,8 @@
 #include "scheduler/detail/footprint.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <cstring>
 
 namespace canopy::scheduler::detail {
 namespace {
@@ -24,12 +26,26 @@ std::uint64_t inner_extent(const Tensor& t, std::uint32_t ndims, std::uint32_t e
     return sat_mul(sat_add(last, 1), elem);
 }
 
+} // namespace
+
+// The view fields (byte_offset through strides, reserved bytes included) are one run of VIEW_BYTES bytes.
+constexpr std::size_t VIEW_BYTES = sizeof(Tensor) - offsetof(Tensor, byte_offset);
+static_assert(offsetof(Tensor, strides) + sizeof(Tensor::strides) == sizeof(Tensor));
+
 bool same_geometry(const Tensor& a, const Tensor& b) noexcept {
-    return a.byte_offset == b.byte_offset && a.dtype == b.dtype && a.ndims == b.ndims && a.shapes == b.shapes &&
-           a.strides == b.strides;
+    return std::memcmp(&a.byte_offset, &b.byte_offset, VIEW_BYTES) == 0;
 }
 
-} // namespace
+bool same_identity(const CanonicalIdentity& a, const CanonicalIdentity& b) noexcept {
+    return std::memcmp(&a, &b, sizeof(CanonicalIdentity)) == 0;
+}
+
+Overlap overlap_of(const Tensor& a, const Tensor& b) noexcept {
+    if (same_geometry(a, b) && same_identity(a.buffer.identity, b.buffer.identity) && element_size(a.dtype) != 0) {
+        return Overlap::COVERED;
+    }
+    return tensor_overlap(a, b);
+}
 
 Span byte_span(const Tensor& t) noexcept {
     const std::uint64_t lo = std::min<std::uint64_t>(t.byte_offset, UINT64_MAX - 1);
@@ -93,7 +109,7 @@ bool covers(const Tensor& cover, Span cover_bytes, const Tensor& inner, Span inn
     if (cover_bytes.lo != inner_bytes.lo || cover_bytes.hi != inner_bytes.hi) {
         return true;
     }
-    return tensor_is_contiguous(cover) || same_geometry(cover, inner);
+    return same_geometry(cover, inner) || tensor_is_contiguous(cover);
 }
 
 } // namespace canopy::scheduler::detail

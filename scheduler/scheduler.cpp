@@ -57,8 +57,7 @@ bool Scheduler::add(TaskId id, std::string_view name, std::span<const TensorArg>
     for (std::size_t i = 0; i < args.size(); ++i) {
         if (!is_valid(args[i].tag)) {
             throw std::logic_error("add: " + task_label(id) + " args[" + std::to_string(i) + "] has tag " +
-                                   std::to_string(static_cast<unsigned>(args[i].tag)) +
-                                   ", not input, output or inout");
+                                   std::to_string(static_cast<unsigned>(args[i].tag)) + ", not input, output or inout");
         }
     }
     const std::uint32_t slot = tasks_.allocate(id, next_seq_++);
@@ -66,15 +65,17 @@ bool Scheduler::add(TaskId id, std::string_view name, std::span<const TensorArg>
         Node& node = tasks_.node(slot);
         node.name.assign(name);
         footprints_.clear();
+        buffers_.clear();
         for (const TensorArg& arg : args) {
             tasks_.handles.append(node.accesses, AccessIndex::Handle{});
             footprints_.push_back(detail::footprint_of(arg.tensor));
+            buffers_.push_back(index_.find(arg.tensor.buffer.identity));
         }
         link_dependencies(slot, args);
         index_accesses(slot, args);
         tasks_.pruned.reserve(prunable_.size());
         index_.reserve_parking(prunable_.size());
-        reserve_more(ready_, 1);
+        ready_.reserve_added(1);
     } catch (...) {
         abandon(slot);
         throw;
@@ -90,7 +91,7 @@ bool Scheduler::add(TaskId id, std::string_view name, std::span<const TensorArg>
     }
     node.state = node.pending == 0 ? TaskState::READY : TaskState::WAITING;
     if (node.state == TaskState::READY) {
-        push_ready(slot);
+        ready_.push_added({node.seq, slot});
     }
     return node.state == TaskState::READY;
 }
@@ -105,7 +106,7 @@ void Scheduler::link_dependencies(std::uint32_t slot, std::span<const TensorArg>
         const detail::Footprint& footprint = footprints_[i];
         const bool writes = tag_writes(args[i].tag);
         const auto visit = [&](AccessRef ref, const Tensor& theirs, detail::Span their_bytes) {
-            const Overlap overlap = tensor_overlap(mine, theirs);
+            const Overlap overlap = detail::overlap_of(mine, theirs);
             // COVERED views share a byte; footprints can only separate a PARTIAL pair.
             if (overlap == Overlap::NONE ||
                 (overlap == Overlap::PARTIAL && detail::footprints_disjoint(footprint, detail::footprint_of(theirs)))) {
@@ -121,7 +122,9 @@ void Scheduler::link_dependencies(std::uint32_t slot, std::span<const TensorArg>
                 prunable_.push_back(ref);
             }
         };
-        index_.for_each_candidate(mine.buffer.identity, footprint, writes, visit);
+        if (buffers_[i] != nullptr) {
+            index_.for_each_candidate(*buffers_[i], footprint, writes, visit);
+        }
     }
 }
 
@@ -129,7 +132,7 @@ void Scheduler::index_accesses(std::uint32_t slot, std::span<const TensorArg> ar
     std::uint32_t cell = tasks_.node(slot).accesses.head;
     for (std::size_t i = 0; i < args.size(); ++i, cell = tasks_.handles.next(cell)) {
         tasks_.handles[cell] =
-            index_.insert(args[i].tensor, footprints_[i], tag_writes(args[i].tag), AccessRef{slot, cell});
+            index_.insert(buffers_[i], args[i].tensor, footprints_[i], tag_writes(args[i].tag), AccessRef{slot, cell});
     }
 }
 
@@ -139,23 +142,9 @@ void Scheduler::abandon(std::uint32_t slot) noexcept {
     tasks_.release(slot);
 }
 
-// Heap order of ready_: the smallest submission number on top.
-bool Scheduler::later(const ReadyEntry& a, const ReadyEntry& b) noexcept {
-    return a.seq > b.seq;
-}
-
-// REQUIRES capacity for one more entry in ready_.
-void Scheduler::push_ready(std::uint32_t slot) noexcept {
-    ready_.push_back({tasks_.node(slot).seq, slot});
-    std::push_heap(ready_.begin(), ready_.end(), later);
-}
-
 std::optional<TaskId> Scheduler::pop_ready() {
-    while (!ready_.empty()) {
-        std::pop_heap(ready_.begin(), ready_.end(), later);
-        const ReadyEntry top = ready_.back();
-        ready_.pop_back();
-        Node* node = tasks_.live(Link{top.slot, top.seq});
+    while (const std::optional<detail::ReadyQueue::Entry> top = ready_.pop()) {
+        Node* node = tasks_.live(Link{top->slot, top->seq});
         if (node != nullptr && node->state == TaskState::READY) {
             node->state = TaskState::RUNNING;
             return node->id;
@@ -170,14 +159,14 @@ void Scheduler::complete(TaskId id, std::vector<TaskId>& now_ready) {
     if (node.state != TaskState::RUNNING) {
         throw std::logic_error("complete: " + task_label(id) + " is " + to_string(node.state) + ", not running");
     }
-    const std::size_t dependents = tasks_.links.length(node.dependents);
+    const std::size_t dependents = node.dependents.size;
     reserve_more(now_ready, dependents);
-    reserve_more(ready_, dependents);
+    ready_.reserve_woken(dependents);
     tasks_.links.for_each(node.dependents, [&](const Link& link) {
         Node* dependent = tasks_.live(link);
         if (dependent != nullptr && dependent->state == TaskState::WAITING && --dependent->pending == 0) {
             dependent->state = TaskState::READY;
-            push_ready(link.slot);
+            ready_.push_woken({link.seq, link.slot});
             now_ready.push_back(dependent->id);
         }
     });
@@ -283,9 +272,10 @@ void Scheduler::finish(std::uint32_t slot) noexcept {
 void Scheduler::release_storage() noexcept {
     tasks_.clear();
     index_.release_storage();
-    ready_ = std::vector<ReadyEntry>();
+    ready_.clear();
     prunable_ = std::vector<AccessRef>();
     footprints_ = std::vector<detail::Footprint>();
+    buffers_ = std::vector<AccessIndex::Buffer*>();
 }
 
 std::uint32_t Scheduler::checked_slot(TaskId id, const char* operation) const {

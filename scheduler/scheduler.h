@@ -5,30 +5,31 @@
 //
 // Rules. A new task depends on every earlier unfinished task that has an access to the same buffer
 // identity where the two views may share a byte and at least one of the two writes (RAW, WAR, WAW). "May
-// share a byte" is tensor_overlap(a, b) != NONE, narrowed by the row footprints of footprint.h where those
-// prove the views disjoint (a pair tensor_overlap cannot model, such as a column block and a row segment
-// beside it); it holds for every pair that does share a byte, and depends on the two views alone. Reads
-// never order against reads. A completed task makes ready every
-// task left with no unfinished dependency. A failed task (failing a task is also how one is cancelled)
-// fails every task that depends on it, transitively, with DEPENDENCY_FAILED; a task failed so is finished
-// for every other task.
+// share a byte" is tensor_overlap(a, b) != NONE, narrowed where the row footprints of
+// detail/footprint.h prove the views disjoint (pairs tensor_overlap cannot model, such as a column block
+// and a row segment beside it); it holds for every pair that does share a byte, and depends on the two
+// views alone. Reads never order against reads. A completed task makes ready every task left with no
+// unfinished dependency. A failed task (failing a task is also how one is cancelled) fails every task that
+// depends on it, transitively, with DEPENDENCY_FAILED; a task failed so is finished for every other task.
 //
 // Lifecycle: add -> WAITING or READY; pop_ready: READY -> RUNNING; complete: RUNNING -> COMPLETED;
-// fail: WAITING, READY or RUNNING -> FAILED. A finished task is forgotten at once: its memory is reused or
-// freed, and its id is unknown from then on (the daemon may even reuse it).
+// fail: WAITING, READY or RUNNING -> FAILED. A finished task is forgotten at once: its id is unknown from
+// then on (the daemon may reuse it) and its storage is reused by later tasks; when the last unfinished task
+// finishes, the scheduler returns all its storage to the allocator.
 //
 // Cost: add is O(log n) per tensor argument plus one step per outstanding access that may share a byte
-// with it (docs/scheduler.md); complete and fail are O(log n) per access plus one step per dependent.
+// with it; complete and fail are O(log n) per access plus one step per dependent (docs/scheduler.md).
 //
 // Ownership: the scheduler copies the views it is given; it keeps no pointer into the caller's memory.
 // Thread safety: none. The daemon serializes every call (one mutex around the scheduler).
 // Errors: misuse (a duplicate id, an unknown or finished id, completing a task that is not RUNNING, a tag
-// that is not a TensorTag) throws std::logic_error and changes nothing. std::bad_alloc from add or complete
-// also changes nothing; fail allocates only for its outputs, before it changes anything.
+// that is not a TensorTag) throws std::logic_error and changes nothing. std::bad_alloc changes nothing
+// either: every call allocates before it changes any state, or undoes what it changed.
 
 #include "protocol/error.h"
 #include "protocol/task_args.h"
 #include "scheduler/detail/access_index.h"
+#include "scheduler/detail/ready_queue.h"
 #include "scheduler/detail/task_table.h"
 #include "scheduler/task_state.h"
 
@@ -80,17 +81,10 @@ public:
     std::optional<std::size_t> waiting_for(TaskId id) const;
 
 private:
-    struct ReadyEntry {
-        std::uint64_t seq;
-        std::uint32_t slot;
-    };
-
-    static bool later(const ReadyEntry& a, const ReadyEntry& b) noexcept;
     std::uint32_t checked_slot(TaskId id, const char* operation) const;
     void link_dependencies(std::uint32_t slot, std::span<const TensorArg> args);
     void index_accesses(std::uint32_t slot, std::span<const TensorArg> args);
     void abandon(std::uint32_t slot) noexcept;
-    void push_ready(std::uint32_t slot) noexcept;
     std::vector<std::uint32_t> collect_dependents(std::uint32_t root);
     void unmark(const std::vector<std::uint32_t>& cascade, TaskState root_state) noexcept;
     void unindex(detail::Node& node) noexcept;
@@ -100,10 +94,11 @@ private:
 
     detail::TaskTable tasks_;
     detail::AccessIndex index_;
-    std::vector<ReadyEntry> ready_;            // min-heap on seq; entries of tasks no longer READY are skipped
-    std::vector<detail::AccessRef> prunable_;  // scratch of add()
-    std::vector<detail::Footprint> footprints_; // scratch of add()
-    std::uint64_t next_seq_ = 1;               // submission numbers, never reused
+    detail::ReadyQueue ready_;                          // entries of tasks no longer READY are skipped
+    std::vector<detail::AccessRef> prunable_;           // scratch of add()
+    std::vector<detail::Footprint> footprints_;         // scratch of add(), one per tensor argument
+    std::vector<detail::AccessIndex::Buffer*> buffers_; // scratch of add(): each argument's buffer entry or null
+    std::uint64_t next_seq_ = 1;                        // submission numbers, never reused
 };
 
 } // namespace canopy::scheduler

@@ -6,9 +6,6 @@
 namespace canopy::scheduler::detail {
 
 std::uint32_t TaskTable::allocate(TaskId id, std::uint64_t seq) {
-    if (slot_of_.find(id)) {
-        throw std::logic_error("task " + std::to_string(id) + " is already scheduled");
-    }
     if (free_.empty()) {
         if (slots_ % CHUNK_NODES == 0) {
             // free_ can hold every slot, so release() never allocates.
@@ -20,7 +17,9 @@ std::uint32_t TaskTable::allocate(TaskId id, std::uint64_t seq) {
         free_.push_back(slots_++);
     }
     const std::uint32_t slot = free_.back();
-    slot_of_.insert(id, slot);
+    if (!slot_of_.insert(id, slot)) {
+        throw std::logic_error("task " + std::to_string(id) + " is already scheduled");
+    }
     free_.pop_back();
     Node& n = node(slot);
     n.id = id;

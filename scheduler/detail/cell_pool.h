@@ -4,7 +4,8 @@
 // and finishing tasks costs no allocation once the array has grown, where a vector per task costs one
 // allocation each.
 //
-// A List names its first and last cell; append() is O(1) and lists iterate in append order. Cells are
+// A List names its first and last cell and counts its cells; append() and release() are O(1) and lists
+// iterate in append order. Cells are
 // named by index: growth moves the array, so a T& from operator[] is valid only until the next append().
 // reserve(n) makes the next n appends allocate nothing; release() gives a whole list back without
 // allocating.
@@ -25,6 +26,7 @@ inline constexpr std::uint32_t NIL = UINT32_MAX;
 struct List {
     std::uint32_t head = NIL;
     std::uint32_t tail = NIL;
+    std::uint32_t size = 0;
     bool empty() const noexcept { return head == NIL; }
 };
 
@@ -48,15 +50,16 @@ public:
             cells_[list.tail].next = cell;
         }
         list.tail = cell;
+        ++list.size;
         return cell;
     }
 
     // Gives every cell of `list` back and empties it.
     void release(List& list) noexcept {
         if (list.head != NIL) {
+            free_count_ += list.size;
             cells_[list.tail].next = free_;
             free_ = list.head;
-            free_count_ += length(list);
         }
         list = List{};
     }
@@ -85,14 +88,6 @@ public:
         for (std::uint32_t c = list.head; c != NIL; c = cells_[c].next) {
             f(cells_[c].value);
         }
-    }
-
-    std::size_t length(const List& list) const noexcept {
-        std::size_t n = 0;
-        for (std::uint32_t c = list.head; c != NIL; c = cells_[c].next) {
-            ++n;
-        }
-        return n;
     }
 
 private:

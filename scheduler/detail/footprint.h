@@ -10,6 +10,9 @@
 //                      [byte_offset % pitch, + inner extent). Byte b is cell (b / pitch, b % pitch), a
 //                      one-to-one map, so two rectangles of one pitch that do not meet hold no common byte.
 //   rect_of_span       any byte range as the smallest rectangle of a given pitch that holds it
+// and the pairwise decisions built on them: footprints_disjoint (the footprints prove two views share no
+// byte), covers (one view's bytes contain another's), overlap_of (tensor_overlap with a fast path for
+// views of identical geometry).
 // A span's hi of UINT64_MAX means "unbounded": a view whose end offset saturated lies in
 // [lo, UINT64_MAX) and meets every span that starts at or after lo.
 //
@@ -66,6 +69,17 @@ Footprint footprint_of(const Tensor& t) noexcept;
 // The smallest rectangle of rows of `pitch` (> 0) bytes holding `bytes`: columns of one row when the span
 // lies inside one row, whole rows otherwise.
 Rect rect_of_span(Span bytes, std::uint64_t pitch) noexcept;
+
+// Whether two views have the same offset, dtype, axes, shapes and strides (and reserved bytes), hence the
+// same bytes of a buffer.
+bool same_geometry(const Tensor& a, const Tensor& b) noexcept;
+
+// Byte-wise equality of two identities (the fields hold no padding).
+bool same_identity(const CanonicalIdentity& a, const CanonicalIdentity& b) noexcept;
+
+// tensor_overlap(a, b); COVERED at once for two non-empty views of one buffer with the same geometry, the
+// common case of a chain of tasks over one view.
+Overlap overlap_of(const Tensor& a, const Tensor& b) noexcept;
 
 // Whether the footprints of two views prove that they share no byte: in the pitch of either view that has
 // a pitched footprint, its rectangle and the other view's rectangle of that pitch (pitched when the pitches

@@ -38,7 +38,7 @@ private:
 
     std::size_t home(std::uint64_t id) const noexcept;
     std::size_t distance(std::size_t cell, std::uint64_t id) const noexcept; // cells past home
-    std::size_t locate(std::uint64_t id) const noexcept;                    // the cell holding id, or NOWHERE
+    std::size_t locate(std::uint64_t id) const noexcept;                     // the cell holding id, or NOWHERE
     void place(Cell cell) noexcept;
     void grow();
 

@@ -11,7 +11,7 @@
 // Parking extracts an item's node from the map (queries no longer see it) and hands it to the caller;
 // unparking puts the node back. Neither allocates.
 //
-// Ownership: items hold a copy of their view and an AccessRef; the nodes come from the BlockPool given at
+// Ownership: items hold a copy of their view's fields and an AccessRef; the nodes come from the BlockPool given at
 // construction, which must outlive the index; a parked node is owned by its Parked value. Lifetime: a Handle
 // stays valid until its item is erased or parked, whatever else changes meanwhile.
 // Thread safety: none; the owner serializes all calls.
@@ -29,26 +29,35 @@
 
 namespace canopy::scheduler::detail {
 
-// An access of a task: the task's slot in the task table and the access's position among its arguments.
+// An access of a task: the task's slot in the task table and the cell of the access's handle there.
 struct AccessRef {
     std::uint32_t slot;
     std::uint32_t access;
 };
 
+// The view fields of a Tensor (byte_offset through strides), without the buffer descriptor, which every
+// access of one buffer shares. with_buffer() makes the Tensor again.
+struct ViewFields {
+    static constexpr std::size_t BYTES = sizeof(Tensor) - offsetof(Tensor, byte_offset);
+    alignas(8) std::array<std::byte, BYTES> raw;
+
+    static ViewFields of(const Tensor& t) noexcept;
+    Tensor with_buffer(const BufferDescriptor& buffer) const noexcept;
+};
+
 class IntervalIndex {
-    struct Key {
-        std::uint8_t length_class;
-        std::uint64_t lo;
-        friend bool operator<(const Key& a, const Key& b) noexcept {
-            return a.length_class != b.length_class ? a.length_class < b.length_class : a.lo < b.lo;
-        }
-    };
+    // (length class << 64) | start: one ordered run per class, by start.
+    __extension__ typedef unsigned __int128 Key;
+    static constexpr Key key_of(std::uint8_t length_class, std::uint64_t lo) noexcept {
+        return (Key{length_class} << 64) | lo;
+    }
+    static constexpr std::uint8_t class_of(Key key) noexcept { return static_cast<std::uint8_t>(key >> 64); }
     struct Item {
         std::uint64_t hi; // end of the key span
         Span other;
         AccessRef ref;
-        Span bytes; // byte_span(view)
-        Tensor view;
+        Span bytes; // byte_span of the view
+        ViewFields view;
     };
     using Map = std::multimap<Key, Item, std::less<Key>, PoolAllocator<std::pair<const Key, Item>>>;
 
@@ -65,22 +74,22 @@ public:
     // Puts a parked item of this index back. REQUIRES !parked.empty().
     Handle unpark(Parked&& parked) noexcept;
 
-    // Calls f(AccessRef, const Tensor& view, Span bytes) once for every live item whose key span meets `key` and whose other
-    // span meets `other`. f must not insert, erase, park or unpark.
+    // Calls f(AccessRef, const ViewFields& view, Span bytes) once for every live item whose key span meets `key` and
+    // whose other span meets `other`. f must not insert, erase, park or unpark.
     template <class F>
     void for_each(Span key, Span other, F&& f) const;
 
     // Live items.
     std::size_t size() const noexcept { return items_.size(); }
+    bool empty() const noexcept { return class_mask_ == 0; }
 
 private:
     static constexpr std::uint32_t CLASSES = 64;
 
-    void count_in(std::uint8_t length_class) noexcept;
-    void count_out(std::uint8_t length_class) noexcept;
+    bool last_of_class(Handle handle) const noexcept;
+    void forget_class_if(bool last, std::uint8_t length_class) noexcept;
 
     Map items_;
-    std::array<std::uint32_t, CLASSES> class_size_{};
     std::uint64_t class_mask_ = 0; // bit c set while class c holds a live item
 };
 
@@ -91,10 +100,8 @@ void IntervalIndex::for_each(Span key, Span other, F&& f) const {
         // Longest length of class c, 2^(c+1) - 1: an item meeting `key` starts at or after key.lo minus it.
         const std::uint64_t reach = c + 1U >= CLASSES ? UINT64_MAX : (std::uint64_t{2} << c) - 1;
         const std::uint64_t from = key.lo > reach ? key.lo - reach : 0;
-        for (auto it = items_.lower_bound(Key{c, from}); it != items_.end(); ++it) {
-            if (it->first.length_class != c || it->first.lo >= key.hi) {
-                break;
-            }
+        const Key end = key_of(c, key.hi);
+        for (auto it = items_.lower_bound(key_of(c, from)); it != items_.end() && it->first < end; ++it) {
             const Item& item = it->second;
             if (item.hi > key.lo && spans_meet(item.other, other)) {
                 f(item.ref, item.view, item.bytes);

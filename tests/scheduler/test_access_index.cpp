@@ -63,8 +63,7 @@ bool disjoint(const Tensor& a, const Tensor& b) {
 }
 
 // The accesses a query must find, and what it found, as position -> times visited.
-void check_query(const AccessIndex& index, const std::vector<Entry>& entries, const Tensor& query,
-                 bool include_reads) {
+void check_query(const AccessIndex& index, const std::vector<Entry>& entries, const Tensor& query, bool include_reads) {
     std::map<std::uint32_t, int> visited;
     index.for_each_candidate(query.buffer.identity, footprint_of(query), include_reads,
                              [&](AccessRef ref, const Tensor& view, Span bytes) {
@@ -84,8 +83,8 @@ void check_query(const AccessIndex& index, const std::vector<Entry>& entries, co
         const Entry& e = entries[i];
         if (e.live && (e.writes || include_reads) && tensor_overlap(query, e.view) != Overlap::NONE &&
             !disjoint(query, e.view)) {
-            INFO("entry " << i << " (" << describe(e.view) << ") overlaps the query (" << describe(query)
-                          << ": " << to_string(tensor_overlap(query, e.view)) << ") and was not found");
+            INFO("entry " << i << " (" << describe(e.view) << ") overlaps the query (" << describe(query) << ": "
+                          << to_string(tensor_overlap(query, e.view)) << ") and was not found");
             CHECK(visited.count(i) == 1);
         }
     }
@@ -192,7 +191,8 @@ TEST_CASE("pitched footprints and byte spans hold every byte of their view", "[s
         const DataType dtype = elem == 1 ? DataType::INT8 : (elem == 2 ? DataType::INT16 : DataType::FLOAT32);
         Tensor t{};
         try {
-            t = make_tensor(a, dtype, {1 + static_cast<std::uint32_t>(rng() % 4), 1 + static_cast<std::uint32_t>(rng() % 4)},
+            t = make_tensor(a, dtype,
+                            {1 + static_cast<std::uint32_t>(rng() % 4), 1 + static_cast<std::uint32_t>(rng() % 4)},
                             {1 + static_cast<std::uint32_t>(rng() % 12), 1 + static_cast<std::uint32_t>(rng() % 3)},
                             (rng() % 16) * elem);
         } catch (const WireError&) {

@@ -89,8 +89,9 @@ TEST_CASE("disjoint column blocks of one matrix are all ready at once", "[schedu
         CHECK(add(s, c + 1, {out(matrix_block(MATRIX, 64, 0, 4 * c, 64, 4))}));
     }
     for (std::uint32_t r = 0; r < 8; ++r) {
-        CHECK(add(s, 100 + r, {in(make_tensor(OTHER, DataType::FLOAT32, {8}, {}, 32 * r)),
-                               out(matrix_block(sched_buffer(64 * 64 * 4, 4), 64, 8 * r, 0, 8, 64))}));
+        CHECK(add(s, 100 + r,
+                  {in(make_tensor(OTHER, DataType::FLOAT32, {8}, {}, 32 * r)),
+                   out(matrix_block(sched_buffer(64 * 64 * 4, 4), 64, 8 * r, 0, 8, 64))}));
     }
     CHECK(pop_all(s).size() == 24);
     // A column block that straddles two others waits for exactly those two.
@@ -293,8 +294,7 @@ TEST_CASE("completing a task that is not running is refused", "[scheduler]") {
 TEST_CASE("adding a task id twice is refused and keeps the first task", "[scheduler]") {
     Scheduler s;
     CHECK(add(s, 7, {out(whole())}));
-    CHECK_THROWS_MATCHES(add(s, 7, {in(whole())}), std::logic_error,
-                         Catch::Message("task 7 is already scheduled"));
+    CHECK_THROWS_MATCHES(add(s, 7, {in(whole())}), std::logic_error, Catch::Message("task 7 is already scheduled"));
     CHECK(s.unfinished() == 1);
     CHECK(s.state(7) == TaskState::READY);
     CHECK(add(s, 8, {in(whole(OTHER))}));

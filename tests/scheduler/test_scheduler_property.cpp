@@ -68,8 +68,8 @@ bool conflicts(const ModelTask& a, const ModelTask& b, bool by_bytes) {
             if (!tag_writes(a.args[x].tag) && !tag_writes(b.args[y].tag)) {
                 continue;
             }
-            const bool meet = by_bytes ? (a.masks[x] & b.masks[y]) != 0 && a.args[x].tensor.buffer.identity ==
-                                                                                b.args[y].tensor.buffer.identity
+            const bool meet = by_bytes ? (a.masks[x] & b.masks[y]) != 0 &&
+                                             a.args[x].tensor.buffer.identity == b.args[y].tensor.buffer.identity
                                        : tensor_overlap(a.args[x].tensor, b.args[y].tensor) != Overlap::NONE;
             if (meet) {
                 return true;
@@ -186,8 +186,8 @@ private:
         std::vector<FailedTask> failed;
         s_.fail(id, ErrorCode::KERNEL_FAILED, failed);
         model_[id].fate = Fate::FAILED;
-        const std::string message = "dependency 't" + std::to_string(id) + "' (task " + std::to_string(id) +
-                                    ") failed: KERNEL_FAILED";
+        const std::string message =
+            "dependency 't" + std::to_string(id) + "' (task " + std::to_string(id) + ") failed: KERNEL_FAILED";
         for (const FailedTask& f : failed) {
             CHECK(f.second == message);
             CHECK(reachable(id, f.first));
