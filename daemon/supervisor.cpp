@@ -29,22 +29,6 @@ void deliver(std::vector<std::pair<TaskCallback, TaskResult>>& results) {
 
 } // namespace
 
-const char* to_string(WorkerState state) noexcept {
-    switch (state) {
-    case WorkerState::STARTING:
-        return "starting";
-    case WorkerState::RUNNING:
-        return "running";
-    case WorkerState::RESTARTING:
-        return "restarting";
-    case WorkerState::DEAD:
-        return "dead";
-    case WorkerState::STOPPED:
-        return "stopped";
-    }
-    return "unknown";
-}
-
 Supervisor::Supervisor(SupervisorOptions options)
     : options_(std::move(options)), arenas_(map_preloads()),
       zygote_(
