@@ -57,6 +57,20 @@ void resolve_all(GetProcAddress get_proc, DriverApi& api) {
     CANOPY_RESOLVE(get_proc, api, cuMemHostRegister);
     CANOPY_RESOLVE(get_proc, api, cuMemHostUnregister);
     CANOPY_RESOLVE(get_proc, api, cuMemHostGetDevicePointer);
+    CANOPY_RESOLVE(get_proc, api, cuMemsetD8Async);
+    CANOPY_RESOLVE(get_proc, api, cuMemcpyAsync);
+    CANOPY_RESOLVE(get_proc, api, cuDeviceCanAccessPeer);
+    CANOPY_RESOLVE(get_proc, api, cuMemGetAllocationGranularity);
+    CANOPY_RESOLVE(get_proc, api, cuMemCreate);
+    CANOPY_RESOLVE(get_proc, api, cuMemRelease);
+    CANOPY_RESOLVE(get_proc, api, cuMemExportToShareableHandle);
+    CANOPY_RESOLVE(get_proc, api, cuMemImportFromShareableHandle);
+    CANOPY_RESOLVE(get_proc, api, cuMemGetAllocationPropertiesFromHandle);
+    CANOPY_RESOLVE(get_proc, api, cuMemAddressReserve);
+    CANOPY_RESOLVE(get_proc, api, cuMemAddressFree);
+    CANOPY_RESOLVE(get_proc, api, cuMemMap);
+    CANOPY_RESOLVE(get_proc, api, cuMemUnmap);
+    CANOPY_RESOLVE(get_proc, api, cuMemSetAccess);
 }
 
 #if CANOPY_HAVE_CUDA_TOOLKIT
@@ -92,6 +106,20 @@ CANOPY_SAME_PROTOTYPE(cuMemcpyDtoHAsync);
 CANOPY_SAME_PROTOTYPE(cuMemHostRegister);
 CANOPY_SAME_PROTOTYPE(cuMemHostUnregister);
 CANOPY_SAME_PROTOTYPE(cuMemHostGetDevicePointer);
+CANOPY_SAME_PROTOTYPE(cuMemsetD8Async);
+CANOPY_SAME_PROTOTYPE(cuMemcpyAsync);
+CANOPY_SAME_PROTOTYPE(cuDeviceCanAccessPeer);
+CANOPY_SAME_PROTOTYPE(cuMemGetAllocationGranularity);
+CANOPY_SAME_PROTOTYPE(cuMemCreate);
+CANOPY_SAME_PROTOTYPE(cuMemRelease);
+CANOPY_SAME_PROTOTYPE(cuMemExportToShareableHandle);
+CANOPY_SAME_PROTOTYPE(cuMemImportFromShareableHandle);
+CANOPY_SAME_PROTOTYPE(cuMemGetAllocationPropertiesFromHandle);
+CANOPY_SAME_PROTOTYPE(cuMemAddressReserve);
+CANOPY_SAME_PROTOTYPE(cuMemAddressFree);
+CANOPY_SAME_PROTOTYPE(cuMemMap);
+CANOPY_SAME_PROTOTYPE(cuMemUnmap);
+CANOPY_SAME_PROTOTYPE(cuMemSetAccess);
 #undef CANOPY_SAME_PROTOTYPE
 
 static_assert(STREAM_NON_BLOCKING == CU_STREAM_NON_BLOCKING);
@@ -100,6 +128,14 @@ static_assert(HOST_REGISTER_READ_ONLY == CU_MEMHOSTREGISTER_READ_ONLY);
 static_assert(ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
 static_assert(ATTRIBUTE_COMPUTE_CAPABILITY_MINOR == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
 static_assert(ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED == CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED);
+static_assert(MEM_ALLOCATION_TYPE_PINNED == CU_MEM_ALLOCATION_TYPE_PINNED);
+static_assert(MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+static_assert(MEM_LOCATION_TYPE_DEVICE == CU_MEM_LOCATION_TYPE_DEVICE);
+static_assert(MEM_ACCESS_FLAGS_PROT_READ == CU_MEM_ACCESS_FLAGS_PROT_READ);
+static_assert(MEM_ACCESS_FLAGS_PROT_READWRITE == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+static_assert(MEM_ALLOC_GRANULARITY_RECOMMENDED == CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+static_assert(ERROR_INVALID_VALUE == CUDA_ERROR_INVALID_VALUE);
+static_assert(ERROR_NOT_SUPPORTED == CUDA_ERROR_NOT_SUPPORTED);
 static_assert(ERROR_NO_DEVICE == CUDA_ERROR_NO_DEVICE);
 static_assert(ERROR_ECC_UNCORRECTABLE == CUDA_ERROR_ECC_UNCORRECTABLE);
 static_assert(ERROR_NVLINK_UNCORRECTABLE == CUDA_ERROR_NVLINK_UNCORRECTABLE);

@@ -89,6 +89,29 @@ struct DriverApi {
     CuStatus (*cuMemHostUnregister)(void* pointer) = nullptr;
     CuStatus (*cuMemHostGetDevicePointer)(CuDevicePtr* device_pointer, void* host_pointer,
                                           unsigned int flags) = nullptr;
+    CuStatus (*cuMemsetD8Async)(CuDevicePtr destination, unsigned char value, std::size_t count,
+                                CuStream stream) = nullptr;
+    CuStatus (*cuMemcpyAsync)(CuDevicePtr destination, CuDevicePtr source, std::size_t bytes,
+                              CuStream stream) = nullptr;
+    // virtual memory management: CUDA_VMM buffers shared between processes by file descriptor
+    CuStatus (*cuDeviceCanAccessPeer)(int* can_access, CuDevice device, CuDevice peer) = nullptr;
+    CuStatus (*cuMemGetAllocationGranularity)(std::size_t* granularity, const CuMemAllocationProp* prop,
+                                              CuMemGranularityFlags option) = nullptr;
+    CuStatus (*cuMemCreate)(CuMemHandle* handle, std::size_t bytes, const CuMemAllocationProp* prop,
+                            unsigned long long flags) = nullptr;
+    CuStatus (*cuMemRelease)(CuMemHandle handle) = nullptr;
+    CuStatus (*cuMemExportToShareableHandle)(void* shareable, CuMemHandle handle, CuMemHandleType type,
+                                             unsigned long long flags) = nullptr;
+    CuStatus (*cuMemImportFromShareableHandle)(CuMemHandle* handle, void* os_handle, CuMemHandleType type) = nullptr;
+    CuStatus (*cuMemGetAllocationPropertiesFromHandle)(CuMemAllocationProp* prop, CuMemHandle handle) = nullptr;
+    CuStatus (*cuMemAddressReserve)(CuDevicePtr* pointer, std::size_t bytes, std::size_t alignment,
+                                    CuDevicePtr address, unsigned long long flags) = nullptr;
+    CuStatus (*cuMemAddressFree)(CuDevicePtr pointer, std::size_t bytes) = nullptr;
+    CuStatus (*cuMemMap)(CuDevicePtr pointer, std::size_t bytes, std::size_t offset, CuMemHandle handle,
+                         unsigned long long flags) = nullptr;
+    CuStatus (*cuMemUnmap)(CuDevicePtr pointer, std::size_t bytes) = nullptr;
+    CuStatus (*cuMemSetAccess)(CuDevicePtr pointer, std::size_t bytes, const CuMemAccessDesc* desc,
+                               std::size_t count) = nullptr;
 };
 
 class Driver {

@@ -28,6 +28,11 @@ using CuModule = CUmodule;
 using CuFunction = CUfunction;
 using CuDevicePtr = CUdeviceptr;
 using CuDeviceAttribute = CUdevice_attribute;
+using CuMemHandle = CUmemGenericAllocationHandle;
+using CuMemAllocationProp = CUmemAllocationProp;
+using CuMemAccessDesc = CUmemAccessDesc;
+using CuMemHandleType = CUmemAllocationHandleType;
+using CuMemGranularityFlags = CUmemAllocationGranularity_flags;
 #else
 using CuStatus = int;
 using CuDevice = int;
@@ -37,6 +42,29 @@ using CuModule = struct CUmod_st*;
 using CuFunction = struct CUfunc_st*;
 using CuDevicePtr = unsigned long long;
 using CuDeviceAttribute = int;
+using CuMemHandle = unsigned long long;
+struct CuMemLocation {
+    int type;
+    int id;
+};
+struct CuMemAllocationProp {
+    int type;
+    int requestedHandleTypes;
+    CuMemLocation location;
+    void* win32HandleMetaData;
+    struct {
+        unsigned char compressionType;
+        unsigned char gpuDirectRDMACapable;
+        unsigned short usage;
+        unsigned char reserved[4];
+    } allocFlags;
+};
+struct CuMemAccessDesc {
+    CuMemLocation location;
+    int flags;
+};
+using CuMemHandleType = int;
+using CuMemGranularityFlags = int;
 #endif
 
 static_assert(sizeof(CuDevicePtr) == 8, "canopy needs 64-bit device pointers");
@@ -49,8 +77,17 @@ inline constexpr unsigned int HOST_REGISTER_READ_ONLY = 0x08; // CU_MEMHOSTREGIS
 inline constexpr int ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75; // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
 inline constexpr int ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76; // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
 inline constexpr int ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED = 113;
+// Virtual memory management (CUDA_VMM buffers).
+inline constexpr int MEM_ALLOCATION_TYPE_PINNED = 1;            // CU_MEM_ALLOCATION_TYPE_PINNED
+inline constexpr int MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1; // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+inline constexpr int MEM_LOCATION_TYPE_DEVICE = 1;              // CU_MEM_LOCATION_TYPE_DEVICE
+inline constexpr int MEM_ACCESS_FLAGS_PROT_READ = 1;            // CU_MEM_ACCESS_FLAGS_PROT_READ
+inline constexpr int MEM_ACCESS_FLAGS_PROT_READWRITE = 3;       // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+inline constexpr int MEM_ALLOC_GRANULARITY_RECOMMENDED = 1;     // CU_MEM_ALLOC_GRANULARITY_RECOMMENDED
 
 // CUresult values canopy tells apart (the rest are reported by name only).
+inline constexpr int ERROR_INVALID_VALUE = 1;
+inline constexpr int ERROR_NOT_SUPPORTED = 801;
 inline constexpr int ERROR_NO_DEVICE = 100;
 inline constexpr int ERROR_ECC_UNCORRECTABLE = 214;
 inline constexpr int ERROR_NVLINK_UNCORRECTABLE = 220;

@@ -1,8 +1,10 @@
 #include "daemon/buffer_registry.h"
 
+#include "ipc/child_message.h"
 #include "ipc/sys_error.h"
 #include "worker/import_registry.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fcntl.h>
 #include <stdexcept>
@@ -80,37 +82,75 @@ BufferDescriptor BufferRegistry::create_posix_shm(std::uint64_t nbytes, Access a
     return d;
 }
 
-BufferDescriptor BufferRegistry::create_sim_vmm(std::uint64_t nbytes, Access access, std::uint32_t device,
-                                                const std::string& creator) {
-    return create_vmm(nbytes, access, device, {}, creator);
-}
-
-BufferDescriptor BufferRegistry::create_symmetric_sim(std::uint64_t nbytes, Access access, std::uint32_t device,
-                                                      std::vector<std::string> world, const std::string& creator) {
-    return create_vmm(nbytes, access, device, std::move(world), creator);
-}
-
-BufferDescriptor BufferRegistry::create_vmm(std::uint64_t nbytes, Access access, std::uint32_t device,
-                                            std::vector<std::string> world, const std::string& creator) {
+BufferDescriptor BufferRegistry::begin_vmm(Backend backend, std::uint64_t nbytes, Access access, std::uint32_t device,
+                                           std::vector<std::string> world, const std::string& creator) {
     std::lock_guard lock(mu_);
     const CanonicalIdentity id = mint_locked();
     try {
-        const BufferDescriptor d = make_vmm_descriptor(Backend::SIM_VMM, id, nbytes, access, device);
-        std::vector<ipc::UniqueFd> fds;
-        for (std::size_t r = 0; r < std::max<std::size_t>(world.size(), 1); ++r) {
-            fds.emplace_back(ipc::sys_check(::memfd_create("canopy-sim-vmm", MFD_CLOEXEC), "memfd_create"));
-            ipc::sys_check(::ftruncate(fds.back().get(), static_cast<off_t>(nbytes)), "ftruncate(memfd)");
-        }
+        const BufferDescriptor d = make_vmm_descriptor(backend, id, nbytes, access, device);
         Slot& slot = slots_[id.buffer_id - 1];
         slot.generation = id.generation;
-        slot.live = true;
+        slot.pending = true;
+        slot.fds.clear();
+        slot.fds.resize(std::max<std::size_t>(world.size(), 1));
         slot.info = {d, creator, std::move(world), {}};
-        slot.fds = std::move(fds);
         return d;
     } catch (...) {
         free_slots_.push_back(static_cast<std::uint32_t>(id.buffer_id - 1));
         throw;
     }
+}
+
+bool BufferRegistry::offer_fd(const BufferDescriptor& d, const std::string& from, std::uint16_t rank,
+                              ipc::UniqueFd fd) {
+    std::lock_guard lock(mu_);
+    const CanonicalIdentity& id = d.identity;
+    if (id.owner_instance != owner_ || id.buffer_id == 0 || id.buffer_id > slots_.size() || !fd) {
+        return false;
+    }
+    Slot& slot = slots_[id.buffer_id - 1];
+    if (!slot.pending || slot.generation != id.generation || !(slot.info.descriptor == d)) {
+        return false;
+    }
+    const bool symmetric = !slot.info.world.empty();
+    if (symmetric != (rank != ipc::NOT_SYMMETRIC) || (symmetric && rank >= slot.info.world.size())) {
+        return false;
+    }
+    const std::size_t index = symmetric ? rank : 0;
+    const std::string& expected = symmetric ? slot.info.world[index] : slot.info.creator;
+    const bool from_expected = expected == from || expected.rfind(from + "/", 0) == 0;
+    if (!from_expected || slot.fds[index]) {
+        return false;
+    }
+    slot.fds[index] = std::move(fd);
+    fds_cv_.notify_all();
+    return true;
+}
+
+bool BufferRegistry::wait_fds(const CanonicalIdentity& id, std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mu_);
+    return fds_cv_.wait_for(lock, timeout, [&] {
+        const Slot& slot = slots_[id.buffer_id - 1];
+        return std::all_of(slot.fds.begin(), slot.fds.end(), [](const ipc::UniqueFd& fd) { return bool(fd); });
+    });
+}
+
+void BufferRegistry::commit_vmm(const CanonicalIdentity& id) {
+    std::lock_guard lock(mu_);
+    Slot& slot = slots_[id.buffer_id - 1];
+    slot.pending = false;
+    slot.live = true;
+}
+
+void BufferRegistry::abort_vmm(const CanonicalIdentity& id) {
+    std::lock_guard lock(mu_);
+    Slot& slot = slots_[id.buffer_id - 1];
+    if (!slot.pending || slot.generation != id.generation) {
+        return;
+    }
+    slot.pending = false;
+    slot.fds.clear();
+    free_slots_.push_back(static_cast<std::uint32_t>(id.buffer_id - 1));
 }
 
 BufferDescriptor BufferRegistry::register_arena(const std::string& name, Backend backend, std::uintptr_t base,
@@ -191,6 +231,9 @@ BufferLookup BufferRegistry::lookup_locked(const CanonicalIdentity& id) const {
     const Slot& slot = slots_[id.buffer_id - 1];
     if (slot.live && slot.generation == id.generation) {
         return BufferLookup::LIVE;
+    }
+    if (slot.pending && slot.generation == id.generation) {
+        return BufferLookup::UNKNOWN; // not created yet
     }
     return id.generation <= slot.generation ? BufferLookup::STALE : BufferLookup::UNKNOWN;
 }

@@ -3,9 +3,12 @@
 // per registry, buffer ids from a slot table, generations bumped on slot reuse), creates and releases
 // the backings, and answers whether a descriptor names a live buffer.
 //
-// POSIX_SHM objects are named posix_shm_name_for(identity) and journaled before creation. SIM_VMM
-// buffers are memfds; the registry holds the fd and hands duplicates to consumers, and closes it on
-// release.
+// POSIX_SHM objects are named posix_shm_name_for(identity) and journaled before creation. Device buffers
+// (SIM_VMM memfds, CUDA_VMM allocations) are created by the chips of their device: begin_vmm() mints the
+// identity and records a pending creation, the chips hand over one fd per rank (offer_fd, accepted only
+// from the chip expected for that rank), and commit_vmm() makes the buffer live once every fd is in, or
+// abort_vmm() retires the identity. The registry holds the fds, hands duplicates to consumers, and closes
+// them on release (the memory goes away once no consumer maps it any more).
 //
 // Thread safety: every public method is safe from any thread (one internal mutex).
 
@@ -14,6 +17,8 @@
 #include "protocol/descriptor.h"
 #include "protocol/tensor.h"
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -41,14 +46,22 @@ public:
 
     // Creates a zero-filled POSIX shm object of nbytes. Throws ipc::SysError.
     BufferDescriptor create_posix_shm(std::uint64_t nbytes, Access access, const std::string& creator);
-    // Creates a zero-filled memfd standing in for device memory of `device`.
-    BufferDescriptor create_sim_vmm(std::uint64_t nbytes, Access access, std::uint32_t device,
-                                    const std::string& creator);
-
-    // Creates a symmetric SIM_VMM buffer: one zero-filled memfd per rank of `world` (chip paths, rank
-    // order), one identity. The descriptor names the device of rank 0.
-    BufferDescriptor create_symmetric_sim(std::uint64_t nbytes, Access access, std::uint32_t device,
-                                          std::vector<std::string> world, const std::string& creator);
+    // Mints the identity of a device buffer (SIM_VMM or CUDA_VMM) of `device` and records its creation as
+    // pending: one fd is expected from `creator` (a chip path), or for a symmetric buffer one per chip of
+    // `world` (rank order; the descriptor names the device of rank 0). The identity is not live until
+    // commit_vmm().
+    BufferDescriptor begin_vmm(Backend backend, std::uint64_t nbytes, Access access, std::uint32_t device,
+                               std::vector<std::string> world, const std::string& creator);
+    // Takes the fd of rank `rank` (NOT_SYMMETRIC for a plain buffer) of a pending creation from the child
+    // `from` (the direct child's path: the chip itself, or the nested node above it). Returns false, and
+    // closes the fd, unless `d` is a pending creation, `from` is (or is above) the chip expected for that
+    // rank, and that rank's fd is still missing.
+    bool offer_fd(const BufferDescriptor& d, const std::string& from, std::uint16_t rank, ipc::UniqueFd fd);
+    // Waits until every fd of the pending creation is in; false after `timeout`.
+    bool wait_fds(const CanonicalIdentity& id, std::chrono::milliseconds timeout);
+    // Makes a pending creation live (REQUIRES every fd in), or retires its identity (later sights are stale).
+    void commit_vmm(const CanonicalIdentity& id);
+    void abort_vmm(const CanonicalIdentity& id);
 
     // Registers a preloaded arena (FORK_SHM read-write, FORK_COW read-only) as a live buffer that is
     // never released.
@@ -74,16 +87,16 @@ private:
     struct Slot {
         std::uint32_t generation = 0; // of the live or last released buffer
         bool live = false;
+        bool pending = false; // a device buffer whose chips have not handed over every fd yet
         BufferInfo info{};
-        std::vector<ipc::UniqueFd> fds; // SIM_VMM backing: one, or one per rank
+        std::vector<ipc::UniqueFd> fds; // device buffers: one, or one per rank
     };
 
     CanonicalIdentity mint_locked();
-    BufferDescriptor create_vmm(std::uint64_t nbytes, Access access, std::uint32_t device,
-                                std::vector<std::string> world, const std::string& creator);
     BufferLookup lookup_locked(const CanonicalIdentity& id) const;
 
     mutable std::mutex mu_;
+    std::condition_variable fds_cv_; // an fd of a pending creation arrived
     Journal journal_;
     std::array<std::uint8_t, 16> owner_;
     std::vector<Slot> slots_; // index = buffer_id - 1

@@ -43,7 +43,10 @@ private:
     void handle(const nlohmann::json& request, const Peer& peer, Reply reply);
     nlohmann::json handle_status() const;
     nlohmann::json handle_buffer_create(const nlohmann::json& request);
-    nlohmann::json handle_buffer_transfer(const nlohmann::json& request, bool write);
+    Backend device_backend(const std::string& chip) const;
+    void handle_buffer_transfer(const nlohmann::json& request, const Reply& reply, bool write);
+    void transfer_through_chip(const BufferInfo& info, std::uint64_t offset, std::vector<std::byte> data,
+                               std::uint64_t length, bool write, const Reply& reply);
     nlohmann::json handle_module_load(const nlohmann::json& request);
     BufferDescriptor resolve_buffer(const std::string& id, const std::string& where) const;
     BufferInfo live_buffer(const nlohmann::json& request) const;

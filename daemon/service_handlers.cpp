@@ -107,8 +107,13 @@ HostView map_for_transfer(const BufferInfo& info, const BufferRegistry& registry
     case Backend::CUDA_VMM:
         break;
     }
-    throw RequestError(ErrorCode::UNREACHABLE_BUFFER,
-                       "cuda_vmm buffers are read and written through their chip, which this build does not run");
+    throw std::logic_error("cuda_vmm buffers are read and written through a staging buffer");
+}
+
+// The chip that copies between a CUDA_VMM buffer and a staging buffer: its creator, or rank 0 of a symmetric
+// buffer (whose copy `buffer read` and `buffer write` address).
+std::string transfer_chip(const BufferInfo& info) {
+    return info.world.empty() ? info.creator : info.world.front();
 }
 
 } // namespace
@@ -143,7 +148,8 @@ void Service::handle(const json& request, const Peer& /*peer*/, Reply reply) {
                 result["warning"] = *warning;
             }
         } else if (op == "buffer.write" || op == "buffer.read") {
-            result = handle_buffer_transfer(request, op == "buffer.write");
+            handle_buffer_transfer(request, reply, op == "buffer.write");
+            return;
         } else if (op == "tasks") {
             std::lock_guard lock(mu_);
             result = {{"tasks", book_.list()}};
@@ -208,6 +214,17 @@ BufferInfo Service::live_buffer(const json& request) const {
     return *const_cast<Supervisor&>(supervisor_).registry().find(d.identity);
 }
 
+Backend Service::device_backend(const std::string& chip) const {
+    // The device memory of a chip: CUDA_VMM on a cuda chip, its sim stand-in on a sim chip. A path that names
+    // no chip is refused by create_buffer.
+    for (const auto& w : supervisor_.status()) {
+        if ((w.path == chip || w.path == "/" + chip) && w.backend == "cuda") {
+            return Backend::CUDA_VMM;
+        }
+    }
+    return Backend::SIM_VMM;
+}
+
 json Service::handle_buffer_create(const json& request) {
     BufferRequest r;
     r.nbytes = uint_member(request, "bytes", "request");
@@ -221,12 +238,7 @@ json Service::handle_buffer_create(const json& request) {
         if (r.on.empty()) {
             bad("a vmm buffer needs --on CHIP");
         }
-        r.backend = Backend::SIM_VMM;
-        for (const auto& w : supervisor_.status()) {
-            if ((w.path == r.on || w.path == "/" + r.on) && w.backend == "cuda") {
-                r.backend = Backend::CUDA_VMM;
-            }
-        }
+        r.backend = device_backend(r.on);
     } else if (backend == "symmetric") {
         const json& world = member(request, "world", "request");
         if (!world.is_array() || world.empty()) {
@@ -238,7 +250,7 @@ json Service::handle_buffer_create(const json& request) {
             }
             r.world.push_back(chip.get<std::string>());
         }
-        r.backend = Backend::SIM_VMM;
+        r.backend = device_backend(r.world.front());
     } else {
         bad("backend: expected \"shm\", \"vmm\" or \"symmetric\", got \"" + backend + "\"");
     }
@@ -247,35 +259,98 @@ json Service::handle_buffer_create(const json& request) {
     return {{"buffer", buffer_json(*supervisor_.registry().find(d.identity))}};
 }
 
-json Service::handle_buffer_transfer(const json& request, bool write) {
+void Service::handle_buffer_transfer(const json& request, const Reply& reply, bool write) {
     const BufferInfo info = live_buffer(request);
     const std::uint64_t nbytes = info.descriptor.nbytes;
     const std::uint64_t offset = uint_member(request, "offset", "request", 0);
     if (offset > nbytes) {
         bad("offset " + std::to_string(offset) + " is past the end of the " + std::to_string(nbytes) + "-byte buffer");
     }
+    std::vector<std::byte> data;
+    std::uint64_t want = 0;
     if (write) {
-        const auto data = base64_decode(string_member(request, "data", "request"));
+        data = base64_decode(string_member(request, "data", "request"));
         if (data.size() > nbytes - offset) {
             bad("writing " + std::to_string(data.size()) + " bytes at offset " + std::to_string(offset) +
                 " runs past the end of the " + std::to_string(nbytes) + "-byte buffer");
         }
+    } else {
+        want = uint_member(request, "bytes", "request", std::min(nbytes - offset, MAX_READ_CHUNK));
+        if (want > MAX_READ_CHUNK) {
+            bad("bytes: at most " + std::to_string(MAX_READ_CHUNK) + " per request");
+        }
+        if (want > nbytes - offset) {
+            bad("reading " + std::to_string(want) + " bytes at offset " + std::to_string(offset) +
+                " runs past the end of the " + std::to_string(nbytes) + "-byte buffer");
+        }
+    }
+    const std::uint64_t length = write ? data.size() : want;
+    if (Backend{info.descriptor.backend} == Backend::CUDA_VMM && length > 0) {
+        transfer_through_chip(info, offset, std::move(data), length, write, reply);
+        return;
+    }
+    if (write) {
         if (!data.empty()) { // memcpy from an empty vector's null data() is undefined
             HostView view = map_for_transfer(info, supervisor_.registry(), true);
             std::memcpy(view.base + offset, data.data(), data.size());
         }
-        return {{"written", data.size()}};
+        reply(json{{"written", data.size()}});
+        return;
     }
-    const std::uint64_t want = uint_member(request, "bytes", "request", std::min(nbytes - offset, MAX_READ_CHUNK));
-    if (want > MAX_READ_CHUNK) {
-        bad("bytes: at most " + std::to_string(MAX_READ_CHUNK) + " per request");
-    }
-    if (want > nbytes - offset) {
-        bad("reading " + std::to_string(want) + " bytes at offset " + std::to_string(offset) +
-            " runs past the end of the " + std::to_string(nbytes) + "-byte buffer");
+    if (want == 0) {
+        reply(json{{"data", ""}});
+        return;
     }
     HostView view = map_for_transfer(info, supervisor_.registry(), false);
-    return {{"data", base64_encode(view.base + offset, want)}};
+    reply(json{{"data", base64_encode(view.base + offset, want)}});
+}
+
+void Service::transfer_through_chip(const BufferInfo& info, std::uint64_t offset, std::vector<std::byte> data,
+                                    std::uint64_t length, bool write, const Reply& reply) {
+    // Device memory is reached only by its chip: bytes travel through a POSIX shm staging buffer, copied by the
+    // chip's `copy` kernel as uint8 views. The staging buffer is released once the copy finished.
+    BufferRequest staging_request;
+    staging_request.nbytes = length;
+    const BufferDescriptor staging = supervisor_.create_buffer(staging_request);
+    const BufferDescriptor& device = info.descriptor;
+    try {
+        const auto count = static_cast<std::uint32_t>(length); // at most a control frame's worth of bytes
+        TaskRequest copy;
+        copy.kernel = "copy";
+        copy.worker = transfer_chip(info);
+        const Tensor staged = make_tensor(staging, DataType::UINT8, {count});
+        const Tensor on_device = make_tensor(device, DataType::UINT8, {count}, {}, offset);
+        copy.args.tensors.push_back({write ? staged : on_device, TensorTag::INPUT});
+        copy.args.tensors.push_back({write ? on_device : staged, TensorTag::OUTPUT});
+        copy.timeout = config_.supervision.task_timeout;
+        if (write) {
+            HostView view = map_for_transfer(*supervisor_.registry().find(staging.identity), supervisor_.registry(), true);
+            std::memcpy(view.base, data.data(), data.size());
+        }
+        supervisor_.submit(std::move(copy), [this, staging, length, write, reply](TaskResult result) {
+            json answer;
+            try {
+                if (!result.ok()) {
+                    answer = error_reply(error_code_name(result.code),
+                                         std::string(write ? "buffer write" : "buffer read") +
+                                             " through the chip failed: " + result.message);
+                } else if (write) {
+                    answer = {{"written", length}};
+                } else {
+                    HostView view = map_for_transfer(*supervisor_.registry().find(staging.identity),
+                                                     supervisor_.registry(), false);
+                    answer = {{"data", base64_encode(view.base, length)}};
+                }
+            } catch (const std::exception& e) {
+                answer = error_reply("BAD_REQUEST", e.what());
+            }
+            (void)supervisor_.release_buffer(staging.identity);
+            reply(std::move(answer));
+        });
+    } catch (...) {
+        (void)supervisor_.release_buffer(staging.identity);
+        throw;
+    }
 }
 
 json Service::handle_module_load(const json& request) {

@@ -353,6 +353,12 @@ void Supervisor::control_loop(ChildSlot& slot, Incarnation& inc) {
         case ipc::ChildMessageType::FD_REQUEST:
             serve_fd_request(slot, inc, m.descriptor);
             break;
+        case ipc::ChildMessageType::FD_OFFER:
+            // Accepted only for a creation this supervisor waits for, from the chip it asked; else the fd closes.
+            if (fds.size() == 1) {
+                (void)buffers_.offer_fd(m.descriptor, slot.path, m.rank, std::move(fds[0]));
+            }
+            break;
         default:
             break;
         }

@@ -53,6 +53,9 @@ struct BufferRequest {
     std::vector<std::string> world; // symmetric device buffers: the chips of ranks 0..n-1
 };
 
+// How long a chip may take to create its copy of a device buffer and hand over the fd.
+inline constexpr std::chrono::milliseconds CREATE_TIMEOUT{30000};
+
 // Most ranks a symmetric buffer may have (one fd per rank travels in one control message).
 inline constexpr std::size_t MAX_WORLD = 8;
 
@@ -123,6 +126,10 @@ private:
     void control_loop(ChildSlot& slot, Incarnation& inc);
     void serve_fd_request(const ChildSlot& slot, Incarnation& inc, const BufferDescriptor& d);
     BufferDescriptor create_symmetric(const BufferRequest& request);
+    // Has each chip create its copy of the pending device buffer `d` (rank = index in `chips` when
+    // symmetric), waits for the results and the fds, then commits it; on any failure retires the identity
+    // and throws RequestError.
+    void create_on_chips(const BufferDescriptor& d, const std::vector<ChildSlot*>& chips, bool symmetric);
     void check_pe(const TaskRequest& request) const;
     void check_cuda_fault(const Route& route, const TaskRequest& request) const;
 

@@ -3,6 +3,8 @@
 #include "ipc/fd_passing.h"
 
 #include <algorithm>
+#include <future>
+#include <memory>
 
 namespace canopy::daemon {
 namespace {
@@ -59,29 +61,64 @@ BufferDescriptor Supervisor::create_buffer(const BufferRequest& request) {
                                                        (on ? " named " + on->path : std::string()) + " can consume a " +
                                                        to_string(request.backend) + " buffer");
     }
-    switch (request.backend) {
-    case Backend::POSIX_SHM:
+    if (request.backend == Backend::POSIX_SHM) {
         return buffers_.create_posix_shm(request.nbytes, request.access, options_.path);
-    case Backend::SIM_VMM:
-        return buffers_.create_sim_vmm(request.nbytes, request.access, on->spec.device, on->path);
-    default:
-        break;
     }
-    throw RequestError(ErrorCode::UNREACHABLE_BUFFER, std::string(to_string(request.backend)) +
-                                                          " buffers are created by cuda chip workers, which "
-                                                          "this build does not run yet");
+    const BufferDescriptor d =
+        buffers_.begin_vmm(request.backend, request.nbytes, request.access, on->spec.device, {}, on->path);
+    create_on_chips(d, {on}, false);
+    return d;
+}
+
+void Supervisor::create_on_chips(const BufferDescriptor& d, const std::vector<ChildSlot*>& chips, bool symmetric) {
+    // Every chip creates its copy at once; the fds arrive over their control sockets before the frames complete.
+    std::vector<std::future<TaskResult>> results;
+    for (std::size_t rank = 0; rank < chips.size(); ++rank) {
+        TaskArgs args;
+        // The tensor carries the descriptor; the chip reads no element of it.
+        args.tensors.push_back({make_tensor(d, DataType::UINT8, {1}), TensorTag::OUTPUT});
+        if (symmetric) {
+            args.scalars.push_back(ScalarArg::i64(static_cast<std::int64_t>(rank)));
+        }
+        auto promise = std::make_shared<std::promise<TaskResult>>();
+        results.push_back(promise->get_future());
+        enqueue(*chips[rank], PendingTask{next_task_id_++, "@vmm_create", "", {}, encode_task_args(args),
+                                          [promise](TaskResult r) { promise->set_value(std::move(r)); },
+                                          CREATE_TIMEOUT, true});
+    }
+    std::optional<RequestError> failure;
+    for (std::size_t rank = 0; rank < chips.size(); ++rank) {
+        const TaskResult r = results[rank].get();
+        if (!r.ok() && !failure) {
+            failure.emplace(r.code == ErrorCode::KERNEL_FAILED || r.code == ErrorCode::BAD_REQUEST
+                                ? r.code
+                                : ErrorCode::UNREACHABLE_BUFFER,
+                            chips[rank]->path + " could not create its copy of " + to_string(d.identity) + ": " +
+                                r.message);
+        }
+    }
+    if (!failure && !buffers_.wait_fds(d.identity, CREATE_TIMEOUT)) {
+        failure.emplace(ErrorCode::UNREACHABLE_BUFFER,
+                        "the chips of " + to_string(d.identity) + " did not hand over its file descriptors");
+    }
+    if (failure) {
+        buffers_.abort_vmm(d.identity);
+        broadcast_release(d.identity); // chips that already mapped a copy drop it
+        throw *failure;
+    }
+    buffers_.commit_vmm(d.identity);
 }
 
 BufferDescriptor Supervisor::create_symmetric(const BufferRequest& request) {
-    if (request.backend != Backend::SIM_VMM) {
+    if (request.backend != Backend::SIM_VMM && request.backend != Backend::CUDA_VMM) {
         throw RequestError(ErrorCode::BAD_REQUEST, std::string("symmetric buffers of backend ") +
-                                                       to_string(request.backend) + " are not available here");
+                                                       to_string(request.backend) + " are not available");
     }
     if (request.world.size() > MAX_WORLD) {
         throw RequestError(ErrorCode::BAD_REQUEST, "a world has at most " + std::to_string(MAX_WORLD) + " chips");
     }
     std::vector<std::string> paths;
-    std::uint32_t device = 0;
+    std::vector<ChildSlot*> chips;
     for (const std::string& chip : request.world) {
         const Route route = resolve(chip);
         if (route.slot->spec.kind == ChildKind::NODE) {
@@ -96,12 +133,13 @@ BufferDescriptor Supervisor::create_symmetric(const BufferRequest& request) {
             throw RequestError(ErrorCode::NO_CONSUMER,
                                route.slot->path + " cannot hold a copy of a " + to_string(request.backend) + " buffer");
         }
-        if (paths.empty()) {
-            device = route.slot->spec.device;
-        }
         paths.push_back(route.slot->path);
+        chips.push_back(route.slot);
     }
-    return buffers_.create_symmetric_sim(request.nbytes, request.access, device, std::move(paths), options_.path);
+    const BufferDescriptor d = buffers_.begin_vmm(request.backend, request.nbytes, request.access,
+                                                  chips.front()->spec.device, std::move(paths), options_.path);
+    create_on_chips(d, chips, true);
+    return d;
 }
 
 std::optional<std::string> Supervisor::release_buffer(const CanonicalIdentity& id) {

@@ -5,6 +5,9 @@
 //   child -> parent  FD_REQUEST  the memfd / VMM fd of `descriptor`, by identity
 //   parent -> child  FD_REPLY    code OK with the fd attached (one per rank of a symmetric buffer, in
 //                                rank order, with the requester's rank), or an error code and text
+//   child -> parent  FD_OFFER    the fd of a VMM allocation the child created for `descriptor` (an @vmm_create
+//                                frame), with rank = its rank in a symmetric buffer or NOT_SYMMETRIC; the parent
+//                                accepts it only for a creation it is waiting for, from the chip it asked
 //   child -> parent  FATAL       the child cannot serve (text says why) and exits; it is not restarted
 //   parent -> child  STATUS_REQUEST  (nested supervisors) the status of every worker below it
 //   child -> parent  STATUS_REPLY    a ChildMessage followed by a JSON array of worker objects
@@ -25,6 +28,7 @@ enum class ChildMessageType : std::uint32_t {
     FATAL = 4,
     STATUS_REQUEST = 5,
     STATUS_REPLY = 6,
+    FD_OFFER = 7,
 };
 
 // Largest control message: a STATUS_REPLY's JSON follows its ChildMessage header.

@@ -31,7 +31,8 @@ std::string posix_shm_name_for(const CanonicalIdentity& id) {
     return buf;
 }
 
-ImportRegistry::ImportRegistry(FdSource fd_source) : fd_source_(std::move(fd_source)) {}
+ImportRegistry::ImportRegistry(FdSource fd_source, DeviceMapper device_mapper)
+    : fd_source_(std::move(fd_source)), device_mapper_(std::move(device_mapper)) {}
 
 void ImportRegistry::register_arena(const void* base, std::size_t length) {
     arenas_.emplace_back(reinterpret_cast<std::uintptr_t>(base), length);
@@ -68,23 +69,22 @@ void ImportRegistry::check_generation(const BufferDescriptor& d) {
 std::byte* ImportRegistry::map_new(const BufferDescriptor& d) {
     switch (Backend{d.backend}) {
     case Backend::POSIX_SHM: {
-        Entry e{d, {}, nullptr, {}, {}};
+        Entry e{d, {}, nullptr, {}, {}, {}};
         std::byte* base = map_posix_shm(d, e);
         entries_.emplace(d.identity, std::move(e));
         return base;
     }
     case Backend::SIM_VMM:
+    case Backend::CUDA_VMM:
         return map_vmm(d);
     case Backend::FORK_SHM:
     case Backend::FORK_COW: {
         std::byte* base = map_fork(d);
-        entries_.emplace(d.identity, Entry{d, {}, base, {}, {}});
+        entries_.emplace(d.identity, Entry{d, {}, base, {}, {}, {}});
         return base;
     }
-    case Backend::CUDA_VMM:
-        break;
     }
-    throw ImportError(ErrorCode::UNREACHABLE_BUFFER, describe(d) + " is device memory this worker cannot map");
+    throw ImportError(ErrorCode::INVALID_DESCRIPTOR, describe(d) + " has an unknown backend");
 }
 
 std::byte* ImportRegistry::map_posix_shm(const BufferDescriptor& d, Entry& e) {
@@ -115,48 +115,82 @@ std::byte* ImportRegistry::map_posix_shm(const BufferDescriptor& d, Entry& e) {
     return e.base;
 }
 
-std::byte* ImportRegistry::map_vmm(const BufferDescriptor& d) {
-    if (!fd_source_) {
-        throw ImportError(ErrorCode::UNREACHABLE_BUFFER, describe(d) + " cannot be reached from this worker");
-    }
+VmmFds ImportRegistry::fetch_fds(const BufferDescriptor& d) {
     VmmFds got = fd_source_(d);
     if (got.fds.empty() || (!got.symmetric && got.fds.size() != 1) || got.rank >= got.fds.size()) {
         throw ImportError(ErrorCode::UNREACHABLE_BUFFER, describe(d) + ": the parent sent " +
                                                              std::to_string(got.fds.size()) + " fds for rank " +
                                                              std::to_string(got.rank));
     }
-    const bool writable = grants_write(Access{d.access});
-    Entry e{d, {}, nullptr, {}, {}};
-    for (std::size_t r = 0; r < got.fds.size(); ++r) {
-        struct stat st {};
-        ipc::sys_check(::fstat(got.fds[r].get(), &st), "fstat");
-        if (static_cast<std::uint64_t>(st.st_size) < d.nbytes) {
-            throw ImportError(ErrorCode::INVALID_DESCRIPTOR,
-                              describe(d) + ": rank " + std::to_string(r) + " backing is smaller than nbytes");
-        }
-        // Peers' copies are read through the table; only the own copy takes the write grant.
-        e.peer_regions.push_back(ipc::MappedRegion::map_shared(got.fds[r].get(), d.nbytes, writable && r == got.rank));
+    return got;
+}
+
+std::byte* ImportRegistry::map_vmm(const BufferDescriptor& d) {
+    const bool device = Backend{d.backend} == Backend::CUDA_VMM;
+    if (!fd_source_ || (device && !device_mapper_)) {
+        throw ImportError(ErrorCode::UNREACHABLE_BUFFER,
+                          describe(d) + (device ? " is device memory this worker cannot map"
+                                                : " cannot be reached from this worker"));
     }
-    e.base = e.peer_regions[got.rank].data();
-    if (got.symmetric) {
-        e.peers.rank = got.rank;
+    const VmmFds got = fetch_fds(d);
+    Entry e{d, {}, nullptr, {}, {}, {}};
+    if (device) {
+        DeviceImport imported = device_mapper_(d, got);
+        if (imported.bases.size() != got.fds.size()) {
+            throw ImportError(ErrorCode::UNREACHABLE_BUFFER, describe(d) + ": mapped " +
+                                                                 std::to_string(imported.bases.size()) + " of " +
+                                                                 std::to_string(got.fds.size()) + " ranks");
+        }
+        e.device_owner = std::move(imported.owner);
+        e.base = reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(imported.bases[got.rank]));
+        for (const std::uint64_t base : imported.bases) {
+            e.peers.bases.push_back(reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(base)));
+        }
+    } else {
+        const bool writable = grants_write(Access{d.access});
+        for (std::size_t r = 0; r < got.fds.size(); ++r) {
+            struct stat st {};
+            ipc::sys_check(::fstat(got.fds[r].get(), &st), "fstat");
+            if (static_cast<std::uint64_t>(st.st_size) < d.nbytes) {
+                throw ImportError(ErrorCode::INVALID_DESCRIPTOR,
+                                  describe(d) + ": rank " + std::to_string(r) + " backing is smaller than nbytes");
+            }
+            // Peers' copies are read through the table; only the own copy takes the write grant.
+            e.peer_regions.push_back(
+                ipc::MappedRegion::map_shared(got.fds[r].get(), d.nbytes, writable && r == got.rank));
+        }
+        e.base = e.peer_regions[got.rank].data();
         for (const auto& region : e.peer_regions) {
             e.peers.bases.push_back(region.data());
         }
-        // The local slot is the own mapping; no entry is null; no two entries alias.
-        e.peers.bases[got.rank] = e.base;
-        for (std::size_t r = 0; r < e.peers.bases.size(); ++r) {
-            for (std::size_t q = 0; q < r; ++q) {
-                if (e.peers.bases[r] == nullptr || e.peers.bases[r] == e.peers.bases[q]) {
-                    throw ImportError(ErrorCode::UNREACHABLE_BUFFER,
-                                      describe(d) + ": peer table entry " + std::to_string(r) + " is invalid");
-                }
-            }
-        }
+    }
+    if (got.symmetric) {
+        fill_peers(d, e, got.rank);
+    } else {
+        e.peers.bases.clear();
     }
     std::byte* base = e.base;
     entries_.emplace(d.identity, std::move(e));
     return base;
+}
+
+void ImportRegistry::fill_peers(const BufferDescriptor& d, Entry& e, std::uint32_t rank) {
+    e.peers.rank = rank;
+    // The local slot is the own mapping; no entry is null; no two entries alias.
+    e.peers.bases[rank] = e.base;
+    for (std::size_t r = 0; r < e.peers.bases.size(); ++r) {
+        if (e.peers.bases[r] == nullptr) {
+            throw ImportError(ErrorCode::UNREACHABLE_BUFFER,
+                              describe(d) + ": peer table entry " + std::to_string(r) + " is null");
+        }
+        for (std::size_t q = 0; q < r; ++q) {
+            if (e.peers.bases[r] == e.peers.bases[q]) {
+                throw ImportError(ErrorCode::UNREACHABLE_BUFFER, describe(d) + ": peer table entries " +
+                                                                     std::to_string(q) + " and " + std::to_string(r) +
+                                                                     " alias");
+            }
+        }
+    }
 }
 
 const PeerBases* ImportRegistry::peers(const CanonicalIdentity& id) const {

@@ -2,6 +2,7 @@
 
 #include "ipc/child_message.h"
 #include "ipc/fd_passing.h"
+#include "ipc/sys_error.h"
 #include "protocol/task_args.h"
 #include "worker/import_registry.h"
 
@@ -10,37 +11,12 @@
 #include <ctime>
 #include <exception>
 #include <string_view>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <vector>
 
 namespace canopy::worker {
 namespace {
-
-// Asks the parent for the fd of a VMM buffer and waits for the reply on the control socket.
-VmmFds request_fds(int control, const BufferDescriptor& d) {
-    ipc::ChildMessage request{};
-    request.type = static_cast<std::uint32_t>(ipc::ChildMessageType::FD_REQUEST);
-    request.pid = ::getpid();
-    request.descriptor = d;
-    ipc::send_struct(control, request);
-    ipc::ChildMessage reply{};
-    std::vector<ipc::UniqueFd> fds;
-    const std::size_t n = ipc::recv_message(control, std::as_writable_bytes(std::span(&reply, 1)), fds);
-    if (n != sizeof reply || reply.type != static_cast<std::uint32_t>(ipc::ChildMessageType::FD_REPLY)) {
-        throw ImportError(ErrorCode::UNREACHABLE_BUFFER, "parent sent no fd reply for " + to_string(d.identity));
-    }
-    if (reply.code != 0 || fds.empty() || fds.size() != reply.world) {
-        const auto len = std::min<std::size_t>(reply.text_len, sizeof reply.text);
-        throw ImportError(reply.code != 0 && reply.code <= ERROR_CODE_MAX ? static_cast<ErrorCode>(reply.code)
-                                                                          : ErrorCode::UNREACHABLE_BUFFER,
-                          "fd request for " + to_string(d.identity) + ": " + std::string(reply.text, len));
-    }
-    VmmFds out;
-    out.fds = std::move(fds);
-    out.symmetric = reply.rank != ipc::NOT_SYMMETRIC;
-    out.rank = out.symmetric ? reply.rank : 0;
-    return out;
-}
 
 void send_control(int control, ipc::ChildMessageType type, const std::string& text) {
     ipc::ChildMessage m{};
@@ -84,6 +60,10 @@ public:
                 return {};
             }
             decode_task_args_into(blob, args_);
+            if (kernel == "@vmm_create") {
+                create_vmm();
+                return {};
+            }
             bind_arguments();
             if (kernel == "@noop") {
                 return {};
@@ -100,6 +80,20 @@ public:
     }
 
 private:
+    // A sim chip's device memory is a memfd of the buffer's size; the parent holds it from then on.
+    void create_vmm() {
+        const VmmCreate request = decode_vmm_create(args_);
+        const BufferDescriptor& d = *request.descriptor;
+        if (spec_.kind != kernels::WorkerKind::CHIP || Backend{d.backend} != Backend::SIM_VMM) {
+            throw kernels::KernelError(ErrorCode::BAD_REQUEST, std::string(kernels::to_string(spec_.kind)) + " " +
+                                                                   spec_.path + " cannot create a " +
+                                                                   to_string(Backend{d.backend}) + " buffer");
+        }
+        const ipc::UniqueFd fd(ipc::sys_check(::memfd_create("canopy-sim-vmm", MFD_CLOEXEC), "memfd_create"));
+        ipc::sys_check(::ftruncate(fd.get(), static_cast<off_t>(d.nbytes)), "ftruncate(memfd)");
+        send_fd_offer(control_.get(), d, request.rank, fd.get());
+    }
+
     // The peer table of tensors[0] when it is over a symmetric buffer.
     const kernels::PeerTable* peer_table() {
         if (args_.tensors.empty()) {
@@ -130,6 +124,60 @@ private:
 };
 
 } // namespace
+
+VmmFds request_fds(int control, const BufferDescriptor& d) {
+    ipc::ChildMessage request{};
+    request.type = static_cast<std::uint32_t>(ipc::ChildMessageType::FD_REQUEST);
+    request.pid = ::getpid();
+    request.descriptor = d;
+    ipc::send_struct(control, request);
+    ipc::ChildMessage reply{};
+    std::vector<ipc::UniqueFd> fds;
+    const std::size_t n = ipc::recv_message(control, std::as_writable_bytes(std::span(&reply, 1)), fds);
+    if (n != sizeof reply || reply.type != static_cast<std::uint32_t>(ipc::ChildMessageType::FD_REPLY)) {
+        throw ImportError(ErrorCode::UNREACHABLE_BUFFER, "parent sent no fd reply for " + to_string(d.identity));
+    }
+    if (reply.code != 0 || fds.empty() || fds.size() != reply.world) {
+        const auto len = std::min<std::size_t>(reply.text_len, sizeof reply.text);
+        throw ImportError(reply.code != 0 && reply.code <= ERROR_CODE_MAX ? static_cast<ErrorCode>(reply.code)
+                                                                          : ErrorCode::UNREACHABLE_BUFFER,
+                          "fd request for " + to_string(d.identity) + ": " + std::string(reply.text, len));
+    }
+    VmmFds out;
+    out.fds = std::move(fds);
+    out.symmetric = reply.rank != ipc::NOT_SYMMETRIC;
+    out.rank = out.symmetric ? reply.rank : 0;
+    return out;
+}
+
+VmmCreate decode_vmm_create(const TaskArgs& args) {
+    if (args.tensors.size() != 1 || args.tensors[0].tag != TensorTag::OUTPUT || args.scalars.size() > 1 ||
+        (args.scalars.size() == 1 && args.scalars[0].kind != ScalarKind::INT64)) {
+        throw kernels::KernelError(ErrorCode::BAD_REQUEST,
+                                   "@vmm_create: expected one output tensor and at most one int64 scalar (the rank)");
+    }
+    VmmCreate out{&args.tensors[0].tensor.buffer, ipc::NOT_SYMMETRIC};
+    if (!args.scalars.empty()) {
+        const std::int64_t rank = args.scalars[0].as_i64();
+        if (rank < 0 || rank >= static_cast<std::int64_t>(ipc::NOT_SYMMETRIC)) {
+            throw kernels::KernelError(ErrorCode::BAD_REQUEST, "@vmm_create: rank " + std::to_string(rank) +
+                                                                   " is out of range");
+        }
+        out.rank = static_cast<std::uint16_t>(rank);
+    }
+    return out;
+}
+
+void send_fd_offer(int control, const BufferDescriptor& d, std::uint16_t rank, int fd) {
+    ipc::ChildMessage m{};
+    m.type = static_cast<std::uint32_t>(ipc::ChildMessageType::FD_OFFER);
+    m.pid = ::getpid();
+    m.world = 1;
+    m.rank = rank;
+    m.descriptor = d;
+    const int fds[] = {fd};
+    ipc::send_struct(control, m, fds);
+}
 
 std::uint64_t monotonic_ns() noexcept {
     timespec ts{};

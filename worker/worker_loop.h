@@ -8,6 +8,10 @@
 //   @release  blob = a CanonicalIdentity; the worker drops its mapping of that buffer.
 //   @noop     decodes, validates and materializes its arguments like any task, then runs nothing
 //             (the dispatch path alone: liveness checks and benchmarks).
+//   @vmm_create  (chips) blob = one OUTPUT tensor over the descriptor of a new device buffer of this chip, and
+//             for one rank of a symmetric buffer an int64 scalar, the rank. The chip creates the backing (a
+//             memfd on a sim chip, cuMemCreate on a cuda chip) and hands its fd to the parent (FD_OFFER)
+//             before it completes the frame; the parent holds the fd for the buffer's lifetime.
 //
 // run_worker is the CPU worker (sim chips and subs). The pieces every worker kind shares are below it:
 // serve_frames (the loop itself, with the trailer and blob-length checks), the FrameRunner that a worker
@@ -19,6 +23,8 @@
 #include "ipc/unique_fd.h"
 #include "protocol/error.h"
 #include "protocol/identity.h"
+#include "protocol/task_args.h"
+#include "worker/import_registry.h"
 #include "worker/kernels/builtin.h"
 
 #include <cstddef>
@@ -76,6 +82,23 @@ TaskOutcome outcome_of_current_exception(std::string_view kernel);
 // The identity an @release frame names. Throws KernelError(BAD_REQUEST) for a blob that is not one identity,
 // WireError for an invalid one.
 CanonicalIdentity decode_release(std::span<const std::byte> blob);
+
+// Asks the parent for the fd(s) of a VMM buffer by identity (FD_REQUEST) and waits for its FD_REPLY on
+// `control`. Throws ImportError with the parent's code and text when it refuses.
+VmmFds request_fds(int control, const BufferDescriptor& d);
+
+// An @vmm_create frame's request: the new buffer's descriptor (inside `args`) and its rank in a symmetric
+// buffer, or ipc::NOT_SYMMETRIC.
+struct VmmCreate {
+    const BufferDescriptor* descriptor;
+    std::uint16_t rank;
+};
+// Throws KernelError(BAD_REQUEST) for arguments that are not one OUTPUT tensor and at most one int64 rank.
+VmmCreate decode_vmm_create(const TaskArgs& args);
+
+// Hands the parent the fd of a VMM allocation this worker created for `d` (FD_OFFER), as rank `rank` of a
+// symmetric buffer or ipc::NOT_SYMMETRIC. Throws ipc::SysError.
+void send_fd_offer(int control, const BufferDescriptor& d, std::uint16_t rank, int fd);
 
 // The exit status of a child that sent FATAL (EX_CONFIG).
 inline constexpr int FATAL_EXIT_CODE = 78;

@@ -3,10 +3,11 @@
 #include "cuda/context.h"
 #include "cuda/module.h"
 #include "cuda/stream.h"
+#include "ipc/child_message.h"
 #include "ipc/mailbox_child.h"
 #include "protocol/task_args.h"
+#include "worker/cuda/chip_buffers.h"
 #include "worker/cuda/fatbin.h"
-#include "worker/cuda/host_buffers.h"
 #include "worker/cuda/launcher.h"
 
 #include <cstdio>
@@ -30,12 +31,14 @@ bool is_peer_kernel(std::string_view kernel) noexcept {
 class CudaChip final : public FrameRunner {
 public:
     // Throws CudaError when the context, stream or module cannot be set up.
-    CudaChip(const WorkerSpec& spec, const cuda::Driver& driver, std::uint32_t device, int mailbox_fd)
-        : spec_(spec), context_(driver, static_cast<int>(device)), stream_(driver), module_(driver, kernel_image()),
-          launcher_(driver, module_), mailbox_(mailbox_fd, spec.generation), buffers_(driver, spec.path) {}
+    CudaChip(const WorkerSpec& spec, const cuda::Driver& driver, std::uint32_t device, int mailbox_fd, int control)
+        : spec_(spec), control_(control), context_(driver, static_cast<int>(device)), stream_(driver),
+          module_(driver, kernel_image()), launcher_(driver, module_), mailbox_(mailbox_fd, spec.generation),
+          buffers_(driver, spec.path, static_cast<int>(device),
+                   [control](const BufferDescriptor& d) { return request_fds(control, d); }) {}
 
-    int serve(int control) {
-        send_ready(control);
+    int serve() {
+        send_ready(control_);
         return serve_frames(mailbox_, *this);
     }
 
@@ -46,6 +49,10 @@ public:
                 return {};
             }
             decode_task_args_into(blob, args_);
+            if (kernel == "@vmm_create") {
+                create_vmm();
+                return {};
+            }
             bind_arguments();
             if (kernel == "@noop") {
                 return {};
@@ -73,25 +80,55 @@ private:
         }
     }
 
+    // @vmm_create: args = one OUTPUT tensor over the new buffer's descriptor, and for a rank of a symmetric
+    // buffer one int64 scalar, the rank. Creates the allocation and hands its fd to the parent, which holds it.
+    void create_vmm() {
+        const VmmCreate request = decode_vmm_create(args_);
+        const ipc::UniqueFd fd = buffers_.create_vmm(*request.descriptor);
+        send_fd_offer(control_, *request.descriptor, request.rank, fd.get());
+    }
+
     void execute(std::string_view kernel) {
         if (kernel == "illegal_address") {
             run_illegal_address();
             return;
         }
         const kernels::KernelCall call{kernel, bound_, args_.scalars, nullptr};
+        if (is_peer_kernel(kernel)) {
+            execute_peer(kernel);
+            return;
+        }
         if (runs_on_host(kernel)) {
             kernels::run_builtin(spec_.kind, call, spec_.fault_kernels);
             return;
         }
         kernels::check_builtin(spec_.kind, call, spec_.fault_kernels);
-        if (is_peer_kernel(kernel)) {
-            // Symmetric buffers (the only ones with a peer table) are device buffers, which are not served yet.
-            throw kernels::KernelError(ErrorCode::BAD_REQUEST, std::string(kernel) +
-                                                                   ": args[0] is not over a symmetric buffer "
-                                                                   "(no peer table)");
-        }
         launcher_.launch(call, device_bases_, stream_.get());
         stream_.synchronize();
+    }
+
+    // peer_read and allgather: checked on the host against the peer table, then checked again on the device
+    // before every peer access.
+    void execute_peer(std::string_view kernel) {
+        const CanonicalIdentity& id = args_.tensors.empty() ? CanonicalIdentity{} : args_.tensors[0].tensor.buffer.identity;
+        const PeerBases* bases = args_.tensors.empty() ? nullptr : buffers_.peer_bases(id);
+        if (bases != nullptr) {
+            table_ = kernels::PeerTable{bases->bases, bases->rank};
+        }
+        const kernels::KernelCall call{kernel, bound_, args_.scalars, bases != nullptr ? &table_ : nullptr};
+        kernels::check_builtin(spec_.kind, call, spec_.fault_kernels);
+        if (bases == nullptr) {
+            throw kernels::KernelError(ErrorCode::BAD_REQUEST,
+                                       std::string(kernel) + ": args[0] is not over a symmetric buffer (no peer table)");
+        }
+        const DevicePeers* peers = buffers_.peers(id);
+        launcher_.launch_peer(call, device_bases_, peers->table, peers->world, stream_.get());
+        stream_.synchronize();
+        if (launcher_.peer_error()) {
+            throw kernels::KernelError(ErrorCode::PE_OUT_OF_RANGE,
+                                       std::string(kernel) + ": a pe outside the world of " +
+                                           std::to_string(peers->world) + " was refused on the device");
+        }
     }
 
     void run_illegal_address() {
@@ -133,16 +170,18 @@ private:
     }
 
     WorkerSpec spec_;
+    int control_;
     // Destroyed in reverse order: buffers (unregister, unmap), mailbox, launcher, module, stream, context.
     cuda::PrimaryContext context_;
     cuda::Stream stream_;
     cuda::Module module_;
     Launcher launcher_;
     ipc::MailboxChild mailbox_;
-    HostBuffers buffers_;
+    ChipBuffers buffers_;
     TaskArgs args_;
     std::vector<kernels::BoundTensor> bound_;
     std::vector<std::uint64_t> device_bases_;
+    kernels::PeerTable table_{};
 };
 
 std::string gpus(int count) {
@@ -169,12 +208,12 @@ int run_cuda_chip(const WorkerSpec& spec, std::uint32_t device, ipc::UniqueFd ma
         if (device >= static_cast<std::uint32_t>(count)) {
             return fatal(who + ": device " + std::to_string(device) + " does not exist (" + gpus(count) + " visible)");
         }
-        chip.emplace(spec, driver, device, mailbox.get());
+        chip.emplace(spec, driver, device, mailbox.get(), control.get());
     } catch (const cuda::CudaError& e) {
         return fatal(who + " (device " + std::to_string(device) + "): " + e.what());
     }
     mailbox.reset();
-    return chip->serve(control.get());
+    return chip->serve();
 }
 
 } // namespace canopy::worker

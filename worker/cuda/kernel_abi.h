@@ -6,7 +6,8 @@
 //
 // Kernel names: "canopy_KERNEL_DTYPE" with DTYPE as protocol's to_string(DataType) ("canopy_axpy_bfloat16"),
 // for fill, iota, copy, scale, axpy, reduce_sum (float dtypes), reduce_partial and reduce_finish (integer
-// dtypes), matmul (float dtypes); plus "canopy_illegal_address".
+// dtypes), matmul (float dtypes); "canopy_peer_read_bN" and "canopy_allgather_bN" for element sizes N = 1, 2,
+// 4, 8; plus "canopy_illegal_address".
 //
 // Thread safety: plain values.
 
@@ -67,6 +68,20 @@ struct MatmulParams {
     MatrixView c;
 };
 static_assert(sizeof(MatmulParams) == 120);
+
+// peer_read(in S, out, pe) and allgather(in S[n], out[world*n]) over a symmetric buffer. `src` is S relative to
+// the start of a copy (origin = S's byte_offset); rank r's element i lies at table[r] + element_address(src, i).
+// Before every peer access the kernel checks the rank against `world`; an out-of-range rank sets *error to 1
+// and accesses nothing. Elements move as unsigned integers of element_size bytes (1, 2, 4 or 8).
+struct PeerParams {
+    DeviceView src;
+    DeviceView out;
+    std::uint64_t table; // device address of `world` uint64 device addresses, table[my rank] = the own copy
+    std::uint64_t error; // device address of a uint32 flag, 0 before the launch
+    std::uint32_t world;
+    std::uint32_t pe; // peer_read: the rank read; allgather: unused
+};
+static_assert(sizeof(PeerParams) == 328);
 
 // illegal_address: one thread stores to `address`, which no allocation covers.
 struct FaultParams {

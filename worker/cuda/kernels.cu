@@ -4,6 +4,7 @@
 // value. The semantics are docs/kernels.md's, bit for bit (see device_ops.cuh, reduce.cuh, matmul.cuh).
 #include "worker/cuda/elementwise.cuh"
 #include "worker/cuda/matmul.cuh"
+#include "worker/cuda/peer.cuh"
 #include "worker/cuda/reduce.cuh"
 
 using namespace canopy::worker::cuda_abi;
@@ -55,6 +56,19 @@ CANOPY_INT_KERNELS(uint8, UInt8Ops, std::uint8_t)
 CANOPY_INT_KERNELS(int16, Int16Ops, std::uint16_t)
 CANOPY_INT_KERNELS(int32, Int32Ops, std::uint32_t)
 CANOPY_INT_KERNELS(int64, Int64Ops, std::uint64_t)
+
+#define CANOPY_PEER_KERNELS(bytes, Bits)                                                                               \
+    extern "C" __global__ void __launch_bounds__(ELEMENTWISE_BLOCK) canopy_peer_read_b##bytes(const PeerParams p) {    \
+        peer_read_body<Bits>(p);                                                                                       \
+    }                                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(ELEMENTWISE_BLOCK) canopy_allgather_b##bytes(const PeerParams p) {    \
+        allgather_body<Bits>(p);                                                                                       \
+    }
+
+CANOPY_PEER_KERNELS(1, std::uint8_t)
+CANOPY_PEER_KERNELS(2, std::uint16_t)
+CANOPY_PEER_KERNELS(4, std::uint32_t)
+CANOPY_PEER_KERNELS(8, std::uint64_t)
 
 // Does nothing: the cheapest launch, for liveness checks and tests.
 extern "C" __global__ void canopy_noop() {}

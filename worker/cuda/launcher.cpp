@@ -63,7 +63,8 @@ bool has_entry(std::size_t kernel, DataType dtype) {
 } // namespace
 
 Launcher::Launcher(const cuda::Driver& driver, const cuda::Module& module)
-    : driver_(&driver), partials_(driver, cuda_abi::REDUCE_MAX_PARTIALS * sizeof(std::uint64_t)) {
+    : driver_(&driver), partials_(driver, cuda_abi::REDUCE_MAX_PARTIALS * sizeof(std::uint64_t)),
+      pe_error_(driver, sizeof(std::uint32_t)) {
     for (std::size_t k = 0; k < KERNEL_COUNT; ++k) {
         for (DataType dtype : ALL_DTYPES) {
             if (has_entry(k, dtype)) {
@@ -71,6 +72,11 @@ Launcher::Launcher(const cuda::Driver& driver, const cuda::Module& module)
                     module.function(std::string("canopy_") + kernel_name(k) + "_" + to_string(dtype));
             }
         }
+    }
+    for (std::size_t i = 0; i < peer_read_.size(); ++i) {
+        const std::string bytes = std::to_string(1u << i);
+        peer_read_[i] = module.function("canopy_peer_read_b" + bytes);
+        allgather_[i] = module.function("canopy_allgather_b" + bytes);
     }
     illegal_address_ = module.function("canopy_illegal_address");
     noop_ = module.function("canopy_noop");
@@ -159,6 +165,33 @@ void Launcher::matmul(const kernels::KernelCall& call, std::span<const std::uint
     constexpr unsigned T = cuda_abi::MATMUL_TILE;
     const cuda::Dim3 grid{blocks_for(p.b.cols, T, MAX_ELEMENTWISE_BLOCKS), blocks_for(p.a.rows, T, MAX_GRID_Y), 1};
     run(function(Kernel::MATMUL, call.tensors[0].view->dtype), grid, {T, T, 1}, stream, p);
+}
+
+void Launcher::launch_peer(const kernels::KernelCall& call, std::span<const std::uint64_t> bases, std::uint64_t table,
+                           std::uint32_t world, cuda::CuStream stream) const {
+    const bool read = call.name == "peer_read";
+    cuda_abi::PeerParams p{};
+    // The source view relative to the start of a copy: the kernel adds each rank's base.
+    p.src = make_device_view(*call.tensors[0].view, 0);
+    p.out = make_device_view(*call.tensors[1].view, bases[1]);
+    p.table = table;
+    p.error = pe_error_.get();
+    p.world = world;
+    if (read) {
+        const std::int64_t pe = call.scalars[0].as_i64();
+        p.pe = pe < 0 || pe > static_cast<std::int64_t>(UINT32_MAX) ? UINT32_MAX : static_cast<std::uint32_t>(pe);
+    }
+    const std::uint32_t size = p.src.element_size;
+    const std::size_t slot = size == 1 ? 0 : size == 2 ? 1 : size == 4 ? 2 : 3;
+    CANOPY_CU(*driver_, cuMemsetD8Async, pe_error_.get(), 0, sizeof(std::uint32_t), stream);
+    const unsigned blocks = blocks_for(p.out.count, cuda_abi::ELEMENTWISE_BLOCK, MAX_ELEMENTWISE_BLOCKS);
+    run(read ? peer_read_[slot] : allgather_[slot], {blocks, 1, 1}, {cuda_abi::ELEMENTWISE_BLOCK, 1, 1}, stream, p);
+}
+
+bool Launcher::peer_error() const {
+    std::uint32_t flag = 0;
+    pe_error_.copy_to_host(&flag, sizeof flag);
+    return flag != 0;
 }
 
 void Launcher::launch_illegal_address(cuda::CuStream stream) const {

@@ -5,8 +5,8 @@
 // buffers, scalars are converted to the dtype on the host with the CPU kernels' own conversions (so fill,
 // scale and axpy see exactly the CPU's value), and the grid is sized to the view.
 //
-// Kernels on the GPU: fill, iota, copy, scale, axpy, reduce_sum, matmul (runs_on_device()); illegal_address
-// through launch_illegal_address(). The rest of the built-ins touch no buffer memory or are not served here.
+// Kernels on the GPU: fill, iota, copy, scale, axpy, reduce_sum, matmul (runs_on_device()); peer_read and
+// allgather through launch_peer(); illegal_address through launch_illegal_address(). The rest of the built-ins touch no buffer memory or are not served here.
 //
 // Ownership: borrows the driver and module, which must outlive it; owns a small device allocation for
 // reduce_sum's partial sums. REQUIRES the module's context to be current on the calling thread.
@@ -35,6 +35,16 @@ public:
     // call.tensors[i]'s buffer, which covers the buffer's nbytes. Throws CudaError.
     void launch(const kernels::KernelCall& call, std::span<const std::uint64_t> device_bases,
                 cuda::CuStream stream) const;
+
+    // Queues peer_read or allgather over a symmetric buffer whose device peer table at `table` has `world`
+    // entries; clears the PE error flag first. `device_bases` as for launch(). The pe of peer_read is passed to
+    // the device as given (a value outside [0, 2^32) as 2^32-1), where it is checked before any access.
+    // Throws CudaError.
+    void launch_peer(const kernels::KernelCall& call, std::span<const std::uint64_t> device_bases, std::uint64_t table,
+                     std::uint32_t world, cuda::CuStream stream) const;
+    // After the stream of a launch_peer synchronized: whether a kernel found a rank outside the world (and
+    // accessed nothing for it). Throws CudaError.
+    bool peer_error() const;
 
     // Queues canopy_illegal_address, which faults with CUDA_ERROR_ILLEGAL_ADDRESS (sticky).
     void launch_illegal_address(cuda::CuStream stream) const;
@@ -68,9 +78,12 @@ private:
 
     const cuda::Driver* driver_;
     std::array<std::array<cuda::CuFunction, DTYPE_SLOTS>, KERNEL_COUNT> functions_{};
+    std::array<cuda::CuFunction, 4> peer_read_{}; // by log2 of the element size
+    std::array<cuda::CuFunction, 4> allgather_{};
     cuda::CuFunction illegal_address_ = nullptr;
     cuda::CuFunction noop_ = nullptr;
     cuda::DeviceAllocation partials_;
+    cuda::DeviceAllocation pe_error_; // one uint32 flag the peer kernels raise
 };
 
 } // namespace canopy::worker
