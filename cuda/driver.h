@@ -104,8 +104,8 @@ struct DriverApi {
                                              unsigned long long flags) = nullptr;
     CuStatus (*cuMemImportFromShareableHandle)(CuMemHandle* handle, void* os_handle, CuMemHandleType type) = nullptr;
     CuStatus (*cuMemGetAllocationPropertiesFromHandle)(CuMemAllocationProp* prop, CuMemHandle handle) = nullptr;
-    CuStatus (*cuMemAddressReserve)(CuDevicePtr* pointer, std::size_t bytes, std::size_t alignment,
-                                    CuDevicePtr address, unsigned long long flags) = nullptr;
+    CuStatus (*cuMemAddressReserve)(CuDevicePtr* pointer, std::size_t bytes, std::size_t alignment, CuDevicePtr address,
+                                    unsigned long long flags) = nullptr;
     CuStatus (*cuMemAddressFree)(CuDevicePtr pointer, std::size_t bytes) = nullptr;
     CuStatus (*cuMemMap)(CuDevicePtr pointer, std::size_t bytes, std::size_t offset, CuMemHandle handle,
                          unsigned long long flags) = nullptr;

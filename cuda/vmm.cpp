@@ -66,8 +66,7 @@ VmmAllocation VmmAllocation::create(const Driver& driver, int device, std::size_
 VmmAllocation VmmAllocation::import_fd(const Driver& driver, int fd) {
     CuMemHandle handle{};
     // The fd's value, cast to a pointer, is the handle; its address would be wrong.
-    CANOPY_CU(driver, cuMemImportFromShareableHandle, &handle,
-              reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
+    CANOPY_CU(driver, cuMemImportFromShareableHandle, &handle, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
               static_cast<CuMemHandleType>(MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
     return VmmAllocation(driver, handle, 0);
 }

@@ -60,9 +60,9 @@ private:
 
 class VmmMapping {
 public:
-    // Reserves `bytes` (the allocation's padded size) of address space, maps the allocation there and grants `accessor` (a device ordinal) read
-    // and write access, or read access only when `writable` is false and the driver supports read-only device
-    // mappings (else read-write; canopy enforces access grants at submit). Throws CudaError.
+    // Reserves `bytes` (the allocation's padded size) of address space, maps the allocation there and grants `accessor`
+    // (a device ordinal) read and write access, or read access only when `writable` is false and the driver supports
+    // read-only device mappings (else read-write; canopy enforces access grants at submit). Throws CudaError.
     VmmMapping(const Driver& driver, const VmmAllocation& allocation, std::size_t bytes, int accessor, bool writable);
     VmmMapping(VmmMapping&& other) noexcept;
     VmmMapping& operator=(VmmMapping&& other) noexcept;

@@ -324,21 +324,22 @@ void Service::transfer_through_chip(const BufferInfo& info, std::uint64_t offset
         copy.args.tensors.push_back({write ? on_device : staged, TensorTag::OUTPUT});
         copy.timeout = config_.supervision.task_timeout;
         if (write) {
-            HostView view = map_for_transfer(*supervisor_.registry().find(staging.identity), supervisor_.registry(), true);
+            HostView view =
+                map_for_transfer(*supervisor_.registry().find(staging.identity), supervisor_.registry(), true);
             std::memcpy(view.base, data.data(), data.size());
         }
         supervisor_.submit(std::move(copy), [this, staging, length, write, reply](TaskResult result) {
             json answer;
             try {
                 if (!result.ok()) {
-                    answer = error_reply(error_code_name(result.code),
-                                         std::string(write ? "buffer write" : "buffer read") +
-                                             " through the chip failed: " + result.message);
+                    answer =
+                        error_reply(error_code_name(result.code), std::string(write ? "buffer write" : "buffer read") +
+                                                                      " through the chip failed: " + result.message);
                 } else if (write) {
                     answer = {{"written", length}};
                 } else {
-                    HostView view = map_for_transfer(*supervisor_.registry().find(staging.identity),
-                                                     supervisor_.registry(), false);
+                    HostView view =
+                        map_for_transfer(*supervisor_.registry().find(staging.identity), supervisor_.registry(), false);
                     answer = {{"data", base64_encode(view.base, length)}};
                 }
             } catch (const std::exception& e) {

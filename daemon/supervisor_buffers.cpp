@@ -82,19 +82,23 @@ void Supervisor::create_on_chips(const BufferDescriptor& d, const std::vector<Ch
         }
         auto promise = std::make_shared<std::promise<TaskResult>>();
         results.push_back(promise->get_future());
-        enqueue(*chips[rank], PendingTask{next_task_id_++, "@vmm_create", "", {}, encode_task_args(args),
+        enqueue(*chips[rank], PendingTask{next_task_id_++,
+                                          "@vmm_create",
+                                          "",
+                                          {},
+                                          encode_task_args(args),
                                           [promise](TaskResult r) { promise->set_value(std::move(r)); },
-                                          CREATE_TIMEOUT, true});
+                                          CREATE_TIMEOUT,
+                                          true});
     }
     std::optional<RequestError> failure;
     for (std::size_t rank = 0; rank < chips.size(); ++rank) {
         const TaskResult r = results[rank].get();
         if (!r.ok() && !failure) {
-            failure.emplace(r.code == ErrorCode::KERNEL_FAILED || r.code == ErrorCode::BAD_REQUEST
-                                ? r.code
-                                : ErrorCode::UNREACHABLE_BUFFER,
-                            chips[rank]->path + " could not create its copy of " + to_string(d.identity) + ": " +
-                                r.message);
+            failure.emplace(
+                r.code == ErrorCode::KERNEL_FAILED || r.code == ErrorCode::BAD_REQUEST ? r.code
+                                                                                       : ErrorCode::UNREACHABLE_BUFFER,
+                chips[rank]->path + " could not create its copy of " + to_string(d.identity) + ": " + r.message);
         }
     }
     if (!failure && !buffers_.wait_fds(d.identity, CREATE_TIMEOUT)) {

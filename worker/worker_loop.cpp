@@ -160,8 +160,8 @@ VmmCreate decode_vmm_create(const TaskArgs& args) {
     if (!args.scalars.empty()) {
         const std::int64_t rank = args.scalars[0].as_i64();
         if (rank < 0 || rank >= static_cast<std::int64_t>(ipc::NOT_SYMMETRIC)) {
-            throw kernels::KernelError(ErrorCode::BAD_REQUEST, "@vmm_create: rank " + std::to_string(rank) +
-                                                                   " is out of range");
+            throw kernels::KernelError(ErrorCode::BAD_REQUEST,
+                                       "@vmm_create: rank " + std::to_string(rank) + " is out of range");
         }
         out.rank = static_cast<std::uint16_t>(rank);
     }

@@ -126,22 +126,28 @@ TEST_CASE("a raw cuda chip answers hostile and ill-fitting frames exactly as a s
     CHECK(ok.code == ErrorCode::OK);
 }
 
-TEST_CASE("a raw cuda chip refuses device and fork buffers by name, as not supported yet", "[cuda][chip][gpu]") {
+TEST_CASE("a raw cuda chip refuses sim device and fork buffers by name", "[cuda][chip][gpu]") {
     REQUIRE_GPUS(1);
     RawChip chip(RawKind::CUDA);
     REQUIRE(chip.ready());
-    const auto cuda_vmm = make_vmm_descriptor(Backend::CUDA_VMM, forged_identity(7), 1 << 21, Access::READWRITE, 0);
     const auto sim_vmm = make_vmm_descriptor(Backend::SIM_VMM, forged_identity(8), 1 << 21, Access::READWRITE, 0);
     const auto fork_shm = make_fork_descriptor(Backend::FORK_SHM, forged_identity(9), 4096, Access::READWRITE, 1 << 20);
-    for (const auto& [d, name] :
-         {std::pair{cuda_vmm, "cuda_vmm"}, std::pair{sim_vmm, "sim_vmm"}, std::pair{fork_shm, "fork_shm"}}) {
+    for (const auto& [d, name] : {std::pair{sim_vmm, "sim_vmm"}, std::pair{fork_shm, "fork_shm"}}) {
         INFO(name);
         const auto c =
             chip.run("fill", args_of({t(d, TensorTag::OUTPUT, DataType::FLOAT32, {16})}, {ScalarArg::f32(1)}));
         CHECK(c.code == ErrorCode::UNREACHABLE_BUFFER);
         CHECK_THAT(c.message, Catch::StartsWith(std::string("cuda chip /chip0: ") + name +
-                                                " buffers are not supported yet (buffer "));
+                                                " buffers cannot be reached from a cuda chip (buffer "));
     }
+    // @vmm_create for another device, or of another backend, is refused before anything is allocated.
+    const auto other_device =
+        make_vmm_descriptor(Backend::CUDA_VMM, forged_identity(10), 1 << 21, Access::READWRITE, 5);
+    const auto created = chip.run("@vmm_create", args_of({t(other_device, TensorTag::OUTPUT, DataType::UINT8, {1})}));
+    CHECK(created.code == ErrorCode::BAD_REQUEST);
+    CHECK_THAT(created.message, Catch::Contains("cannot create a cuda_vmm buffer of device 5"));
+    const auto sim = chip.run("@vmm_create", args_of({t(sim_vmm, TensorTag::OUTPUT, DataType::UINT8, {1})}));
+    CHECK(sim.code == ErrorCode::BAD_REQUEST);
 }
 
 TEST_CASE("a raw cuda chip maps a buffer once, drops it on @release, and maps the next generation",

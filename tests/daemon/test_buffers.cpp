@@ -1,6 +1,8 @@
 #include "fixture.h"
+#include "ipc/child_message.h"
 
 #include <catch2/catch.hpp>
+#include <sys/mman.h>
 #include <sys/wait.h>
 
 using namespace canopy;
@@ -87,4 +89,84 @@ TEST_CASE("a start after a SIGKILLed supervisor unlinks the shm objects its jour
         Supervisor next(l3_options(state.path, 1, 0));
         CHECK(our_shm_objects(prefix).empty());
     }
+}
+
+namespace {
+
+ipc::UniqueFd some_fd() {
+    return ipc::UniqueFd(ipc::sys_check(::memfd_create("canopy-test", MFD_CLOEXEC), "memfd_create"));
+}
+
+} // namespace
+
+TEST_CASE("a device buffer's fds are taken only from the chips asked, once per rank, while pending",
+          "[daemon][buffers]") {
+    TempDir state;
+    daemon::BufferRegistry registry(state.path / "journal");
+    const auto d = registry.begin_vmm(Backend::SIM_VMM, 4096, Access::READWRITE, 0, {}, "/chip0");
+    // Pending: not live, not stale; no consumer gets fds.
+    CHECK(registry.lookup(d.identity) == daemon::BufferLookup::UNKNOWN);
+    CHECK(registry.dup_fds(d.identity).empty());
+    CHECK_FALSE(registry.offer_fd(d, "/chip1", ipc::NOT_SYMMETRIC, some_fd())); // another chip
+    CHECK_FALSE(registry.offer_fd(d, "/chip", ipc::NOT_SYMMETRIC, some_fd()));  // a prefix that is no parent
+    CHECK_FALSE(registry.offer_fd(d, "/chip0", 0, some_fd()));                  // a rank for a plain buffer
+    CHECK_FALSE(registry.offer_fd(d, "/chip0", ipc::NOT_SYMMETRIC, ipc::UniqueFd()));
+    auto forged = d;
+    forged.nbytes = 8192; // the descriptor must be the one minted
+    CHECK_FALSE(registry.offer_fd(forged, "/chip0", ipc::NOT_SYMMETRIC, some_fd()));
+    CHECK_FALSE(registry.wait_fds(d.identity, std::chrono::milliseconds(1)));
+    CHECK(registry.offer_fd(d, "/chip0", ipc::NOT_SYMMETRIC, some_fd()));
+    CHECK_FALSE(registry.offer_fd(d, "/chip0", ipc::NOT_SYMMETRIC, some_fd())); // once
+    CHECK(registry.wait_fds(d.identity, std::chrono::milliseconds(1)));
+    registry.commit_vmm(d.identity);
+    CHECK(registry.lookup(d.identity) == daemon::BufferLookup::LIVE);
+    CHECK(registry.dup_fds(d.identity).size() == 1);
+    CHECK_FALSE(registry.offer_fd(d, "/chip0", ipc::NOT_SYMMETRIC, some_fd())); // no longer pending
+
+    // A symmetric buffer: one fd per rank, from that rank's chip, or from the node above it.
+    const auto s = registry.begin_vmm(Backend::SIM_VMM, 4096, Access::READWRITE, 0, {"/chip0", "/node0/chip1"}, "/");
+    CHECK_FALSE(registry.offer_fd(s, "/chip0", ipc::NOT_SYMMETRIC, some_fd()));
+    CHECK_FALSE(registry.offer_fd(s, "/chip0", 1, some_fd()));
+    CHECK_FALSE(registry.offer_fd(s, "/chip0", 2, some_fd()));
+    CHECK(registry.offer_fd(s, "/chip0", 0, some_fd()));
+    CHECK_FALSE(registry.wait_fds(s.identity, std::chrono::milliseconds(1)));
+    CHECK(registry.offer_fd(s, "/node0", 1, some_fd()));
+    CHECK(registry.wait_fds(s.identity, std::chrono::milliseconds(1)));
+
+    // An aborted creation retires its identity: later sights are stale, the slot's next buffer is new.
+    const auto a = registry.begin_vmm(Backend::SIM_VMM, 4096, Access::READWRITE, 0, {}, "/chip0");
+    registry.abort_vmm(a.identity);
+    CHECK(registry.lookup(a.identity) == daemon::BufferLookup::STALE);
+    CHECK_FALSE(registry.offer_fd(a, "/chip0", ipc::NOT_SYMMETRIC, some_fd()));
+    const auto b = registry.begin_vmm(Backend::SIM_VMM, 4096, Access::READWRITE, 0, {}, "/chip0");
+    CHECK(b.identity.buffer_id == a.identity.buffer_id);
+    CHECK(b.identity.generation == a.identity.generation + 1);
+}
+
+TEST_CASE("device buffers are made by the chip named, of its kind, and never by a sub", "[daemon][buffers]") {
+    TempDir state;
+    Supervisor sup(l3_options(state.path, 2, 1));
+    sup.start();
+    const auto d = sup.create_buffer({4096, Backend::SIM_VMM, Access::READWRITE, "chip1", {}});
+    CHECK(sup.registry().find(d.identity)->creator == "/chip1");
+    CHECK(sup.registry().dup_fds(d.identity).size() == 1);
+    auto refused = [&](daemon::BufferRequest request, ErrorCode code, const std::string& text) {
+        try {
+            (void)sup.create_buffer(request);
+            FAIL("created " << to_string(request.backend) << " on '" << request.on << "'");
+        } catch (const daemon::RequestError& e) {
+            CHECK(e.code() == code);
+            CHECK_THAT(std::string(e.what()), Catch::Contains(text));
+        }
+    };
+    refused({4096, Backend::CUDA_VMM, Access::READWRITE, "chip0", {}}, ErrorCode::NO_CONSUMER, "cuda_vmm");
+    refused({4096, Backend::SIM_VMM, Access::READWRITE, "sub0", {}}, ErrorCode::NO_CONSUMER, "sim_vmm");
+    refused({4096, Backend::CUDA_VMM, Access::READWRITE, "", {"chip0", "chip1"}}, ErrorCode::NO_CONSUMER, "cuda_vmm");
+    refused({4096, Backend::SIM_VMM, Access::READWRITE, "chip7", {}}, ErrorCode::UNKNOWN_WORKER, "chip7");
+    // Nothing half-made stays behind.
+    CHECK(sup.buffers().size() == 1);
+    // Control frames are the supervisor's own: a submitted @vmm_create is no kernel.
+    const auto r = sup.run(task("@vmm_create", "chip0", {arg(d, TensorTag::OUTPUT, DataType::UINT8, {1})}));
+    CHECK(r.code == ErrorCode::UNKNOWN_KERNEL);
+    CHECK(sup.buffers().size() == 1);
 }

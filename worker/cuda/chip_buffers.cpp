@@ -20,8 +20,7 @@ struct VmmImport {
 
 ChipBuffers::ChipBuffers(const cuda::Driver& driver, std::string chip_path, int device, FdSource fds)
     : driver_(driver), path_(std::move(chip_path)), device_(device),
-      imports_(std::move(fds),
-               [this](const BufferDescriptor& d, const VmmFds& got) { return import_vmm(d, got); }) {}
+      imports_(std::move(fds), [this](const BufferDescriptor& d, const VmmFds& got) { return import_vmm(d, got); }) {}
 
 BufferAddresses ChipBuffers::materialize(const BufferDescriptor& d) {
     const Backend backend = d.backend;
@@ -48,8 +47,8 @@ DeviceImport ChipBuffers::import_vmm(const BufferDescriptor& d, const VmmFds& go
     auto imported = std::make_shared<VmmImport>();
     DeviceImport out;
     const bool writable = grants_write(Access{d.access});
-    const std::string what = "cuda chip " + path_ + " (device " + std::to_string(device_) + "): buffer " +
-                             to_string(d.identity);
+    const std::string what =
+        "cuda chip " + path_ + " (device " + std::to_string(device_) + "): buffer " + to_string(d.identity);
     for (std::size_t r = 0; r < got.fds.size(); ++r) {
         cuda::VmmAllocation allocation = cuda::VmmAllocation::import_fd(driver_, got.fds[r].get());
         const int lives_on = allocation.device();

@@ -110,7 +110,8 @@ private:
     // peer_read and allgather: checked on the host against the peer table, then checked again on the device
     // before every peer access.
     void execute_peer(std::string_view kernel) {
-        const CanonicalIdentity& id = args_.tensors.empty() ? CanonicalIdentity{} : args_.tensors[0].tensor.buffer.identity;
+        const CanonicalIdentity& id =
+            args_.tensors.empty() ? CanonicalIdentity{} : args_.tensors[0].tensor.buffer.identity;
         const PeerBases* bases = args_.tensors.empty() ? nullptr : buffers_.peer_bases(id);
         if (bases != nullptr) {
             table_ = kernels::PeerTable{bases->bases, bases->rank};
@@ -119,7 +120,8 @@ private:
         kernels::check_builtin(spec_.kind, call, spec_.fault_kernels);
         if (bases == nullptr) {
             throw kernels::KernelError(ErrorCode::BAD_REQUEST,
-                                       std::string(kernel) + ": args[0] is not over a symmetric buffer (no peer table)");
+                                       std::string(kernel) +
+                                           ": args[0] is not over a symmetric buffer (no peer table)");
         }
         const DevicePeers* peers = buffers_.peers(id);
         launcher_.launch_peer(call, device_bases_, peers->table, peers->world, stream_.get());

@@ -6,7 +6,8 @@
 // scale and axpy see exactly the CPU's value), and the grid is sized to the view.
 //
 // Kernels on the GPU: fill, iota, copy, scale, axpy, reduce_sum, matmul (runs_on_device()); peer_read and
-// allgather through launch_peer(); illegal_address through launch_illegal_address(). The rest of the built-ins touch no buffer memory or are not served here.
+// allgather through launch_peer(); illegal_address through launch_illegal_address(). The rest of the built-ins touch no
+// buffer memory or are not served here.
 //
 // Ownership: borrows the driver and module, which must outlive it; owns a small device allocation for
 // reduce_sum's partial sums. REQUIRES the module's context to be current on the calling thread.
