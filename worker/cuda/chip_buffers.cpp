@@ -93,8 +93,9 @@ const DevicePeers* ChipBuffers::peers(const CanonicalIdentity& id) {
     return &peer_tables_.emplace(id, std::pair(std::move(memory), peers)).first->second.second;
 }
 
-ipc::UniqueFd ChipBuffers::create_vmm(const BufferDescriptor& d) {
-    if (Backend{d.backend} != Backend::CUDA_VMM || d.device != static_cast<std::uint32_t>(device_)) {
+ipc::UniqueFd ChipBuffers::create_vmm(const BufferDescriptor& d, bool rank_copy) {
+    // The descriptor of a symmetric buffer names rank 0's device; every rank makes its copy on its own device.
+    if (Backend{d.backend} != Backend::CUDA_VMM || (!rank_copy && d.device != static_cast<std::uint32_t>(device_))) {
         throw ImportError(ErrorCode::BAD_REQUEST, "cuda chip " + path_ + " (device " + std::to_string(device_) +
                                                       ") cannot create a " + to_string(Backend{d.backend}) +
                                                       " buffer of device " + std::to_string(d.device));

@@ -66,9 +66,10 @@ public:
     const DevicePeers* peers(const CanonicalIdentity& id);
 
     // A new zero-filled CUDA_VMM allocation of d.nbytes (padded to the granularity) on this chip's device;
-    // returns its exported fd. Throws ImportError(BAD_REQUEST) for a descriptor of another backend or device,
-    // CudaError when the driver refuses.
-    ipc::UniqueFd create_vmm(const BufferDescriptor& d);
+    // returns its exported fd. `rank_copy`: the allocation is this chip's copy of a symmetric buffer (whose
+    // descriptor names rank 0's device). Throws ImportError(BAD_REQUEST) for a descriptor of another backend,
+    // or of another device for a plain buffer; CudaError when the driver refuses.
+    ipc::UniqueFd create_vmm(const BufferDescriptor& d, bool rank_copy);
 
     // Unregisters and unmaps this identity and every older generation of its slot; no-op if absent.
     void release(const CanonicalIdentity& id);

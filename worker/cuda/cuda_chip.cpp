@@ -84,7 +84,7 @@ private:
     // buffer one int64 scalar, the rank. Creates the allocation and hands its fd to the parent, which holds it.
     void create_vmm() {
         const VmmCreate request = decode_vmm_create(args_);
-        const ipc::UniqueFd fd = buffers_.create_vmm(*request.descriptor);
+        const ipc::UniqueFd fd = buffers_.create_vmm(*request.descriptor, request.rank != ipc::NOT_SYMMETRIC);
         send_fd_offer(control_, *request.descriptor, request.rank, fd.get());
     }
 
