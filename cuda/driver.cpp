@@ -57,6 +57,8 @@ void resolve_all(GetProcAddress get_proc, DriverApi& api) {
     CANOPY_RESOLVE(get_proc, api, cuMemHostRegister);
     CANOPY_RESOLVE(get_proc, api, cuMemHostUnregister);
     CANOPY_RESOLVE(get_proc, api, cuMemHostGetDevicePointer);
+    CANOPY_RESOLVE(get_proc, api, cuMemAllocHost);
+    CANOPY_RESOLVE(get_proc, api, cuMemFreeHost);
     CANOPY_RESOLVE(get_proc, api, cuMemsetD8Async);
     CANOPY_RESOLVE(get_proc, api, cuMemcpyAsync);
     CANOPY_RESOLVE(get_proc, api, cuDeviceCanAccessPeer);
@@ -106,6 +108,8 @@ CANOPY_SAME_PROTOTYPE(cuMemcpyDtoHAsync);
 CANOPY_SAME_PROTOTYPE(cuMemHostRegister);
 CANOPY_SAME_PROTOTYPE(cuMemHostUnregister);
 CANOPY_SAME_PROTOTYPE(cuMemHostGetDevicePointer);
+CANOPY_SAME_PROTOTYPE(cuMemAllocHost);
+CANOPY_SAME_PROTOTYPE(cuMemFreeHost);
 CANOPY_SAME_PROTOTYPE(cuMemsetD8Async);
 CANOPY_SAME_PROTOTYPE(cuMemcpyAsync);
 CANOPY_SAME_PROTOTYPE(cuDeviceCanAccessPeer);

@@ -89,6 +89,8 @@ struct DriverApi {
     CuStatus (*cuMemHostUnregister)(void* pointer) = nullptr;
     CuStatus (*cuMemHostGetDevicePointer)(CuDevicePtr* device_pointer, void* host_pointer,
                                           unsigned int flags) = nullptr;
+    CuStatus (*cuMemAllocHost)(void** pointer, std::size_t bytes) = nullptr;
+    CuStatus (*cuMemFreeHost)(void* pointer) = nullptr;
     CuStatus (*cuMemsetD8Async)(CuDevicePtr destination, unsigned char value, std::size_t count,
                                 CuStream stream) = nullptr;
     CuStatus (*cuMemcpyAsync)(CuDevicePtr destination, CuDevicePtr source, std::size_t bytes,
