@@ -7,7 +7,10 @@
 #include "worker/import_registry.h"
 #include "worker/worker_loop.h"
 
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <optional>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <thread>
@@ -38,13 +41,54 @@ int fatal(int control, const std::string& why) {
 // The next-level worker: serves the parent's mailbox by forwarding each task to this nested
 // supervisor's own children. Results are published from the nested supervisor's threads; each frame is
 // finished exactly once.
-class NextLevelWorker {
+class NextLevelWorker final : public ParentLink {
 public:
-    NextLevelWorker(Supervisor& nested, ipc::UniqueFd mailbox, ipc::UniqueFd control, std::uint32_t generation)
-        : nested_(nested), control_(std::move(control)), mailbox_(mailbox.get(), generation) {}
+    // `control` stays owned by the caller and must outlive the worker.
+    NextLevelWorker(Supervisor& nested, ipc::UniqueFd mailbox, int control, std::uint32_t generation)
+        : nested_(nested), control_(control), mailbox_(mailbox.get(), generation) {}
+
+    // One request at a time goes up; the status thread hands the parent's FD_REPLY back.
+    worker::VmmFds fetch_fds(const BufferDescriptor& d, const std::string& requester) override {
+        std::lock_guard one(fetch_mu_);
+        {
+            std::lock_guard lock(reply_mu_);
+            reply_.reset();
+        }
+        ipc::ChildMessage request{};
+        request.type = static_cast<std::uint32_t>(ipc::ChildMessageType::FD_REQUEST);
+        request.pid = ::getpid();
+        request.descriptor = d;
+        request.text_len = static_cast<std::uint16_t>(std::min(requester.size(), sizeof request.text));
+        std::memcpy(request.text, requester.data(), request.text_len);
+        ipc::send_struct(control_, request);
+        std::unique_lock lock(reply_mu_);
+        if (!reply_cv_.wait_for(lock, std::chrono::seconds(10), [&] { return reply_.has_value(); })) {
+            throw worker::ImportError(ErrorCode::UNREACHABLE_BUFFER,
+                                      "the parent supervisor did not answer the fd request for " +
+                                          to_string(d.identity));
+        }
+        auto [reply, fds] = std::move(*reply_);
+        reply_.reset();
+        if (reply.code != 0 || fds.empty() || fds.size() != reply.world) {
+            const auto len = std::min<std::size_t>(reply.text_len, sizeof reply.text);
+            throw worker::ImportError(reply.code != 0 && reply.code <= ERROR_CODE_MAX
+                                          ? static_cast<ErrorCode>(reply.code)
+                                          : ErrorCode::UNREACHABLE_BUFFER,
+                                      std::string(reply.text, len));
+        }
+        worker::VmmFds out;
+        out.fds = std::move(fds);
+        out.symmetric = reply.rank != ipc::NOT_SYMMETRIC;
+        out.rank = out.symmetric ? reply.rank : 0;
+        return out;
+    }
+
+    void relay_offer(const BufferDescriptor& d, std::uint16_t rank, int fd) override {
+        worker::send_fd_offer(control_, d, rank, fd);
+    }
 
     int serve() {
-        send_control(control_.get(), ipc::ChildMessageType::READY);
+        send_control(control_, ipc::ChildMessageType::READY);
         std::thread status_thread([this] { answer_status_requests(); });
         FrameTrailer trailer{};
         while (TaskFrame* frame = mailbox_.next(trailer)) {
@@ -55,23 +99,29 @@ public:
             }
             forward(frame, trailer, start);
         }
-        ::shutdown(control_.get(), SHUT_RDWR);
+        ::shutdown(control_, SHUT_RDWR);
         status_thread.join();
         return 0;
     }
 
 private:
-    // Serves STATUS_REQUEST from the parent until the socket closes.
+    // Serves STATUS_REQUEST from the parent, and takes its FD_REPLYs, until the socket closes.
     void answer_status_requests() {
         for (;;) {
             ipc::ChildMessage m{};
             std::vector<ipc::UniqueFd> fds;
             try {
-                if (ipc::recv_message(control_.get(), std::as_writable_bytes(std::span(&m, 1)), fds) != sizeof m) {
+                if (ipc::recv_message(control_, std::as_writable_bytes(std::span(&m, 1)), fds) != sizeof m) {
                     return;
                 }
             } catch (const std::exception&) {
                 return;
+            }
+            if (static_cast<ipc::ChildMessageType>(m.type) == ipc::ChildMessageType::FD_REPLY) {
+                std::lock_guard lock(reply_mu_);
+                reply_.emplace(m, std::move(fds));
+                reply_cv_.notify_all();
+                continue;
             }
             if (static_cast<ipc::ChildMessageType>(m.type) != ipc::ChildMessageType::STATUS_REQUEST) {
                 continue;
@@ -84,7 +134,7 @@ private:
             std::memcpy(bytes.data(), &reply, sizeof reply);
             std::memcpy(bytes.data() + sizeof reply, json.data(), json.size());
             try {
-                ipc::send_message(control_.get(), std::span<const std::byte>(bytes.data(), bytes.size()));
+                ipc::send_message(control_, std::span<const std::byte>(bytes.data(), bytes.size()));
             } catch (const std::exception&) {
                 return;
             }
@@ -114,6 +164,15 @@ private:
                 mailbox_.finish(frame, trailer, ErrorCode::OK, {}, start, worker::monotonic_ns());
                 return;
             }
+            if (kernel == "@vmm_create") {
+                // A device buffer of the parent's, made by a chip below: its fd comes up through relay_offer.
+                (void)decode_task_args(blob);
+                nested_.submit_control(target, kernel, std::vector<std::byte>(blob.begin(), blob.end()),
+                                       [this, frame, trailer](TaskResult r) {
+                                           mailbox_.finish(frame, trailer, r.code, r.message, r.start_ns, r.end_ns);
+                                       });
+                return;
+            }
             TaskRequest request{kernel, target, decode_task_args(blob), frame->launch};
             request.timeout = std::chrono::milliseconds(frame->timeout_ms);
             for (const TensorArg& arg : request.args.tensors) {
@@ -134,24 +193,31 @@ private:
     }
 
     Supervisor& nested_;
-    ipc::UniqueFd control_;
+    int control_;
     ipc::MailboxChild mailbox_;
     worker::ImportRegistry imports_;
+    std::mutex fetch_mu_; // one fd request to the parent at a time
+    std::mutex reply_mu_;
+    std::condition_variable reply_cv_;
+    std::optional<std::pair<ipc::ChildMessage, std::vector<ipc::UniqueFd>>> reply_;
 };
 
 int run_nested(const SupervisorOptions& options, const SpawnRequest& request, ipc::UniqueFd mailbox,
                ipc::UniqueFd control) {
-    const int control_fd = control.get();
     try {
         // This process is single-threaded here: the nested supervisor forks its own zygote first.
         Supervisor nested(options);
+        NextLevelWorker worker(nested, std::move(mailbox), control.get(), request.generation);
+        nested.set_parent(&worker);
+        // The nested supervisor stops (joining every thread that may use the link) before the worker goes.
+        struct StopFirst {
+            Supervisor& supervisor;
+            ~StopFirst() { supervisor.stop(); }
+        } stop_first{nested};
         nested.start();
-        NextLevelWorker worker(nested, std::move(mailbox), std::move(control), request.generation);
-        const int rc = worker.serve();
-        nested.stop();
-        return rc;
+        return worker.serve();
     } catch (const std::exception& e) {
-        return fatal(control_fd, "nested supervisor " + options.path + ": " + e.what());
+        return fatal(control.get(), "nested supervisor " + options.path + ": " + e.what());
     }
 }
 

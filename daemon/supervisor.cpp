@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fcntl.h>
 #include <future>
 #include <signal.h>
 #include <sys/socket.h>
@@ -351,12 +352,21 @@ void Supervisor::control_loop(ChildSlot& slot, Incarnation& inc) {
             break;
         }
         case ipc::ChildMessageType::FD_REQUEST:
-            serve_fd_request(slot, inc, m.descriptor);
+            serve_fd_request(slot, inc, m);
             break;
         case ipc::ChildMessageType::FD_OFFER:
             // Accepted only for a creation this supervisor waits for, from the chip it asked; else the fd closes.
+            // A nested supervisor passes its parent's buffers up.
             if (fds.size() == 1) {
-                (void)buffers_.offer_fd(m.descriptor, slot.path, m.rank, std::move(fds[0]));
+                if (m.descriptor.identity.owner_instance != buffers_.owner_instance() && parent_ != nullptr) {
+                    try {
+                        parent_->relay_offer(m.descriptor, m.rank, fds[0].get());
+                    } catch (const std::exception&) {
+                        // The parent is gone; its creation fails by its own timeout.
+                    }
+                } else {
+                    (void)buffers_.offer_fd(m.descriptor, slot.path, m.rank, std::move(fds[0]));
+                }
             }
             break;
         default:
@@ -366,7 +376,8 @@ void Supervisor::control_loop(ChildSlot& slot, Incarnation& inc) {
     }
 }
 
-void Supervisor::serve_fd_request(const ChildSlot& slot, Incarnation& inc, const BufferDescriptor& d) {
+void Supervisor::serve_fd_request(const ChildSlot& slot, Incarnation& inc, const ipc::ChildMessage& request) {
+    const BufferDescriptor& d = request.descriptor;
     ipc::ChildMessage reply{};
     reply.type = static_cast<std::uint32_t>(ipc::ChildMessageType::FD_REPLY);
     reply.rank = ipc::NOT_SYMMETRIC;
@@ -376,24 +387,40 @@ void Supervisor::serve_fd_request(const ChildSlot& slot, Incarnation& inc, const
         std::memcpy(reply.text, text.data(), reply.text_len);
         ipc::send_struct(inc.control.get(), reply);
     };
+    // The worker that asks: the child itself, or (from a nested supervisor) a worker below it.
+    std::string requester = slot.path;
+    if (slot.spec.kind == ChildKind::NODE) {
+        const std::string named(request.text, std::min<std::size_t>(request.text_len, sizeof request.text));
+        if (named.rfind(slot.path + "/", 0) == 0) {
+            requester = named;
+        }
+    }
     try {
         validate_descriptor(d);
-        const auto info = buffers_.find(d.identity);
-        if (!info || !(info->descriptor == d)) {
-            const bool stale = buffers_.lookup(d.identity) == BufferLookup::STALE;
-            refuse(stale ? ErrorCode::STALE_BUFFER : ErrorCode::UNKNOWN_BUFFER,
-                   "buffer " + to_string(d.identity) + " is not live here");
-            return;
-        }
-        if (!info->world.empty()) {
-            const auto it = std::find(info->world.begin(), info->world.end(), slot.path);
-            if (it == info->world.end()) {
-                refuse(ErrorCode::UNREACHABLE_BUFFER, slot.path + " is not in the world of " + to_string(d.identity));
+        std::vector<ipc::UniqueFd> fds;
+        if (d.identity.owner_instance != buffers_.owner_instance() && parent_ != nullptr) {
+            worker::VmmFds got = reexported_fds(d, requester);
+            fds = std::move(got.fds);
+            reply.rank = got.symmetric ? static_cast<std::uint16_t>(got.rank) : ipc::NOT_SYMMETRIC;
+        } else {
+            const auto info = buffers_.find(d.identity);
+            if (!info || !(info->descriptor == d)) {
+                const bool stale = buffers_.lookup(d.identity) == BufferLookup::STALE;
+                refuse(stale ? ErrorCode::STALE_BUFFER : ErrorCode::UNKNOWN_BUFFER,
+                       "buffer " + to_string(d.identity) + " is not live here");
                 return;
             }
-            reply.rank = static_cast<std::uint16_t>(it - info->world.begin());
+            if (!info->world.empty()) {
+                const auto it = std::find(info->world.begin(), info->world.end(), requester);
+                if (it == info->world.end()) {
+                    refuse(ErrorCode::UNREACHABLE_BUFFER,
+                           requester + " is not in the world of " + to_string(d.identity));
+                    return;
+                }
+                reply.rank = static_cast<std::uint16_t>(it - info->world.begin());
+            }
+            fds = buffers_.dup_fds(d.identity);
         }
-        const auto fds = buffers_.dup_fds(d.identity);
         if (fds.empty() || fds.size() > ipc::MAX_FDS_PER_MESSAGE) {
             refuse(ErrorCode::UNREACHABLE_BUFFER, "buffer " + to_string(d.identity) + " has no file descriptor");
             return;
@@ -406,9 +433,29 @@ void Supervisor::serve_fd_request(const ChildSlot& slot, Incarnation& inc, const
         ipc::send_struct(inc.control.get(), reply, raw);
     } catch (const WireError& e) {
         refuse(e.code(), e.what());
+    } catch (const worker::ImportError& e) {
+        refuse(e.code(), e.what());
     } catch (const std::exception& e) {
         refuse(ErrorCode::UNREACHABLE_BUFFER, e.what());
     }
+}
+
+worker::VmmFds Supervisor::reexported_fds(const BufferDescriptor& d, const std::string& requester) {
+    const std::string key = to_string(d.identity) + " " + requester;
+    std::lock_guard lock(reexport_mu_);
+    auto it = reexports_.find(key);
+    if (it == reexports_.end()) {
+        // Asked of the parent once per worker; a released buffer's entries go in broadcast_release.
+        it = reexports_.emplace(key, std::pair(d.identity, parent_->fetch_fds(d, requester))).first;
+    }
+    const worker::VmmFds& kept = it->second.second;
+    worker::VmmFds out;
+    for (const auto& fd : kept.fds) {
+        out.fds.emplace_back(ipc::sys_check(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 0), "fcntl(F_DUPFD_CLOEXEC)"));
+    }
+    out.symmetric = kept.symmetric;
+    out.rank = kept.rank;
+    return out;
 }
 
 void Supervisor::stop() {

@@ -17,6 +17,8 @@
 #include "daemon/supervisor_options.h"
 #include "daemon/task.h"
 #include "daemon/zygote.h"
+#include "ipc/child_message.h"
+#include "worker/import_registry.h"
 
 #include <atomic>
 #include <chrono>
@@ -69,6 +71,17 @@ private:
     ErrorCode code_;
 };
 
+// The parent of a nested supervisor, as its Supervisor sees it (implemented by the next-level worker).
+class ParentLink {
+public:
+    virtual ~ParentLink() = default;
+    // The fds of `d` for the worker at `requester` (a full path), from the supervisor that owns `d`. Throws
+    // worker::ImportError with the owner's code when it refuses.
+    virtual worker::VmmFds fetch_fds(const BufferDescriptor& d, const std::string& requester) = 0;
+    // Hands the fd of a device allocation a chip below made for a parent's buffer on to the parent.
+    virtual void relay_offer(const BufferDescriptor& d, std::uint16_t rank, int fd) = 0;
+};
+
 class Supervisor {
 public:
     explicit Supervisor(SupervisorOptions options);
@@ -106,14 +119,26 @@ public:
     const SupervisorOptions& options() const noexcept { return options_; }
     pid_t zygote_pid() const noexcept { return zygote_.pid(); }
 
-    // Tells every live child to drop its mapping of `id` (a nested supervisor forwards it).
+    // Tells every live child to drop its mapping of `id` (a nested supervisor forwards it) and forgets the
+    // fds re-exported for it.
     void broadcast_release(const CanonicalIdentity& id);
+
+    // Sends the control frame `kernel` (e.g. @vmm_create, forwarded by a nested supervisor) to the worker at
+    // `worker`, a path below this supervisor; `done` runs exactly once. Throws RequestError(UNKNOWN_WORKER).
+    void submit_control(const std::string& worker, std::string kernel, std::vector<std::byte> blob, TaskCallback done);
+
+    // A nested supervisor's way up: fds of buffers it does not own come from its parent, and the fds its chips
+    // make for its parent's buffers go to the parent. Set once, before start(); the link must outlive the
+    // supervisor's children.
+    void set_parent(ParentLink* link) noexcept { parent_ = link; }
 
 private:
     struct Route {
         ChildSlot* slot;
         std::string target; // below the child
         ChildKind worker_kind;
+        std::uint32_t device; // chips: the worker's device
+        std::string path() const { return target.empty() ? slot->path : slot->path + "/" + target; }
     };
 
     // lifecycle (supervisor.cpp)
@@ -124,12 +149,14 @@ private:
     void end_incarnation(ChildSlot& slot, const std::string& why);
     void housekeeping_loop();
     void control_loop(ChildSlot& slot, Incarnation& inc);
-    void serve_fd_request(const ChildSlot& slot, Incarnation& inc, const BufferDescriptor& d);
+    void serve_fd_request(const ChildSlot& slot, Incarnation& inc, const ipc::ChildMessage& request);
+    // Dups of the parent's fds of `d` for `requester`, fetched once and kept until the buffer's release.
+    worker::VmmFds reexported_fds(const BufferDescriptor& d, const std::string& requester);
     BufferDescriptor create_symmetric(const BufferRequest& request);
     // Has each chip create its copy of the pending device buffer `d` (rank = index in `chips` when
     // symmetric), waits for the results and the fds, then commits it; on any failure retires the identity
     // and throws RequestError.
-    void create_on_chips(const BufferDescriptor& d, const std::vector<ChildSlot*>& chips, bool symmetric);
+    void create_on_chips(const BufferDescriptor& d, const std::vector<Route>& chips, bool symmetric);
     void check_pe(const TaskRequest& request) const;
     void check_cuda_fault(const Route& route, const TaskRequest& request) const;
 
@@ -163,6 +190,11 @@ private:
     std::thread event_thread_;
     std::thread housekeeping_thread_;
     mutable std::condition_variable status_cv_;
+
+    ParentLink* parent_ = nullptr;
+    // Fds of the parent's device buffers, fetched once per child that asked: key = identity text + " " + path.
+    std::mutex reexport_mu_;
+    std::map<std::string, std::pair<CanonicalIdentity, worker::VmmFds>> reexports_;
 };
 
 // JSON text of a list of worker statuses, and back (used between supervisor levels).

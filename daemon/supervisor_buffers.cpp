@@ -37,41 +37,53 @@ BufferDescriptor Supervisor::create_buffer(const BufferRequest& request) {
     if (!request.world.empty()) {
         return create_symmetric(request);
     }
-    ChildSlot* on = nullptr;
-    if (!request.on.empty() && request.on != "/" && request.on != options_.path) {
-        on = resolve(request.on).slot;
-        if (on->spec.kind == ChildKind::NODE) {
-            throw RequestError(ErrorCode::BAD_REQUEST, "buffers of a nested node are created by that node");
-        }
-    }
-    bool consumer = false;
-    for (const auto& slot : slots_) {
-        if (on != nullptr && slot.get() != on) {
-            continue;
-        }
-        std::lock_guard lock(slot->mu);
-        const bool alive = slot->state != WorkerState::DEAD && slot->state != WorkerState::STOPPED;
-        consumer = consumer || (alive && consumes(slot->spec.kind, request.backend));
-        if (consumer && on == nullptr && request.backend != Backend::POSIX_SHM) {
-            on = slot.get();
-        }
-    }
-    if (!consumer) {
-        throw RequestError(ErrorCode::NO_CONSUMER, std::string("no live child of ") + options_.path +
-                                                       (on ? " named " + on->path : std::string()) + " can consume a " +
-                                                       to_string(request.backend) + " buffer");
-    }
     if (request.backend == Backend::POSIX_SHM) {
+        if (!request.on.empty() && request.on != "/" && request.on != options_.path &&
+            resolve(request.on).slot->spec.kind == ChildKind::NODE) {
+            throw RequestError(ErrorCode::BAD_REQUEST, "shm buffers of a nested node are created by that node");
+        }
+        bool consumer = false;
+        for (const auto& slot : slots_) {
+            std::lock_guard lock(slot->mu);
+            consumer = consumer || (slot->state != WorkerState::DEAD && slot->state != WorkerState::STOPPED);
+        }
+        if (!consumer) {
+            throw RequestError(ErrorCode::NO_CONSUMER,
+                               std::string("no live child of ") + options_.path + " can consume a posix_shm buffer");
+        }
         return buffers_.create_posix_shm(request.nbytes, request.access, options_.path);
     }
+    // A device buffer is made by the chip named (a chip of a nested node too), or by the first live chip that
+    // consumes the backend.
+    std::optional<Route> chip;
+    if (!request.on.empty()) {
+        chip = resolve(request.on);
+    } else {
+        for (const auto& slot : slots_) {
+            if (slot->spec.kind != ChildKind::NODE && consumes(slot->spec.kind, request.backend)) {
+                chip = Route{slot.get(), "", slot->spec.kind, slot->spec.device};
+                break;
+            }
+        }
+    }
+    const bool alive = chip && [&] {
+        std::lock_guard lock(chip->slot->mu);
+        return chip->slot->state != WorkerState::DEAD && chip->slot->state != WorkerState::STOPPED;
+    }();
+    if (!alive || !consumes(chip->worker_kind, request.backend)) {
+        throw RequestError(ErrorCode::NO_CONSUMER, std::string("no live child of ") + options_.path +
+                                                       (chip ? " named " + chip->path() : std::string()) +
+                                                       " can consume a " + to_string(request.backend) + " buffer");
+    }
     const BufferDescriptor d =
-        buffers_.begin_vmm(request.backend, request.nbytes, request.access, on->spec.device, {}, on->path);
-    create_on_chips(d, {on}, false);
+        buffers_.begin_vmm(request.backend, request.nbytes, request.access, chip->device, {}, chip->path());
+    create_on_chips(d, {*chip}, false);
     return d;
 }
 
-void Supervisor::create_on_chips(const BufferDescriptor& d, const std::vector<ChildSlot*>& chips, bool symmetric) {
-    // Every chip creates its copy at once; the fds arrive over their control sockets before the frames complete.
+void Supervisor::create_on_chips(const BufferDescriptor& d, const std::vector<Route>& chips, bool symmetric) {
+    // Every chip creates its copy at once; the fds arrive over the control sockets (relayed by nested
+    // supervisors) before or soon after the frames complete.
     std::vector<std::future<TaskResult>> results;
     for (std::size_t rank = 0; rank < chips.size(); ++rank) {
         TaskArgs args;
@@ -82,14 +94,14 @@ void Supervisor::create_on_chips(const BufferDescriptor& d, const std::vector<Ch
         }
         auto promise = std::make_shared<std::promise<TaskResult>>();
         results.push_back(promise->get_future());
-        enqueue(*chips[rank], PendingTask{next_task_id_++,
-                                          "@vmm_create",
-                                          "",
-                                          {},
-                                          encode_task_args(args),
-                                          [promise](TaskResult r) { promise->set_value(std::move(r)); },
-                                          CREATE_TIMEOUT,
-                                          true});
+        enqueue(*chips[rank].slot, PendingTask{next_task_id_++,
+                                               "@vmm_create",
+                                               chips[rank].target,
+                                               {},
+                                               encode_task_args(args),
+                                               [promise](TaskResult r) { promise->set_value(std::move(r)); },
+                                               CREATE_TIMEOUT,
+                                               true});
     }
     std::optional<RequestError> failure;
     for (std::size_t rank = 0; rank < chips.size(); ++rank) {
@@ -98,7 +110,7 @@ void Supervisor::create_on_chips(const BufferDescriptor& d, const std::vector<Ch
             failure.emplace(
                 r.code == ErrorCode::KERNEL_FAILED || r.code == ErrorCode::BAD_REQUEST ? r.code
                                                                                        : ErrorCode::UNREACHABLE_BUFFER,
-                chips[rank]->path + " could not create its copy of " + to_string(d.identity) + ": " + r.message);
+                chips[rank].path() + " could not create its copy of " + to_string(d.identity) + ": " + r.message);
         }
     }
     if (!failure && !buffers_.wait_fds(d.identity, CREATE_TIMEOUT)) {
@@ -122,26 +134,23 @@ BufferDescriptor Supervisor::create_symmetric(const BufferRequest& request) {
         throw RequestError(ErrorCode::BAD_REQUEST, "a world has at most " + std::to_string(MAX_WORLD) + " chips");
     }
     std::vector<std::string> paths;
-    std::vector<ChildSlot*> chips;
+    std::vector<Route> chips;
     for (const std::string& chip : request.world) {
         const Route route = resolve(chip);
-        if (route.slot->spec.kind == ChildKind::NODE) {
-            throw RequestError(ErrorCode::BAD_REQUEST, "'" + chip + "' is not a chip of " + options_.path);
-        }
-        if (std::find(paths.begin(), paths.end(), route.slot->path) != paths.end()) {
+        if (std::find(paths.begin(), paths.end(), route.path()) != paths.end()) {
             throw RequestError(ErrorCode::BAD_REQUEST, "'" + chip + "' appears twice in the world");
         }
         std::lock_guard lock(route.slot->mu);
         const bool alive = route.slot->state != WorkerState::DEAD && route.slot->state != WorkerState::STOPPED;
-        if (!alive || !consumes(route.slot->spec.kind, request.backend)) {
+        if (!alive || !consumes(route.worker_kind, request.backend)) {
             throw RequestError(ErrorCode::NO_CONSUMER,
-                               route.slot->path + " cannot hold a copy of a " + to_string(request.backend) + " buffer");
+                               route.path() + " cannot hold a copy of a " + to_string(request.backend) + " buffer");
         }
-        paths.push_back(route.slot->path);
-        chips.push_back(route.slot);
+        paths.push_back(route.path());
+        chips.push_back(route);
     }
-    const BufferDescriptor d = buffers_.begin_vmm(request.backend, request.nbytes, request.access,
-                                                  chips.front()->spec.device, std::move(paths), options_.path);
+    const BufferDescriptor d = buffers_.begin_vmm(request.backend, request.nbytes, request.access, chips.front().device,
+                                                  std::move(paths), options_.path);
     create_on_chips(d, chips, true);
     return d;
 }

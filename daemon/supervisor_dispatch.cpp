@@ -50,7 +50,7 @@ Supervisor::Route Supervisor::resolve(const std::string& worker) const {
             if (!tail.empty()) {
                 break;
             }
-            return {slot.get(), "", slot->spec.kind};
+            return {slot.get(), "", slot->spec.kind, slot->spec.device};
         }
         if (tail.empty()) {
             throw RequestError(ErrorCode::UNKNOWN_WORKER,
@@ -59,7 +59,7 @@ Supervisor::Route Supervisor::resolve(const std::string& worker) const {
         const auto nested_head = tail.substr(0, tail.find('/'));
         for (const auto& child : slot->spec.node->children) {
             if (child.name == nested_head && child.kind != ChildKind::NODE && nested_head.size() == tail.size()) {
-                return {slot.get(), std::string(tail), child.kind};
+                return {slot.get(), std::string(tail), child.kind, child.device};
             }
         }
         break;
@@ -124,21 +124,21 @@ void Supervisor::check_buffer(const Route& route, const BufferDescriptor& d, std
     }
     if (ours) {
         const auto info = buffers_.find(d.identity);
-        if (!info->world.empty() && std::find(info->world.begin(), info->world.end(),
-                                              route.slot ? route.slot->path : std::string()) == info->world.end()) {
+        if (!info->world.empty() &&
+            (!route.slot || std::find(info->world.begin(), info->world.end(), route.path()) == info->world.end())) {
             throw RequestError(ErrorCode::UNREACHABLE_BUFFER, arg_name(i) + ": symmetric buffer " +
                                                                   to_string(d.identity) + " has no copy on " +
-                                                                  (route.slot ? route.slot->path : std::string("?")));
+                                                                  (route.slot ? route.path() : std::string("?")));
         }
     }
     if (AddressSpace{d.address_space} == AddressSpace::DEVICE) {
-        const bool chip_here = !route.slot || route.slot->spec.kind != ChildKind::NODE;
+        // The worker that runs the task (a chip of a nested node too) must be a chip of the backend's kind.
         const bool matching = (Backend{d.backend} == Backend::SIM_VMM && route.worker_kind == ChildKind::SIM_CHIP) ||
                               (Backend{d.backend} == Backend::CUDA_VMM && route.worker_kind == ChildKind::CUDA_CHIP);
-        if (!chip_here || !matching) {
+        if (!route.slot || !matching) {
             throw RequestError(ErrorCode::UNREACHABLE_BUFFER, arg_name(i) + ": " + to_string(Backend{d.backend}) +
                                                                   " buffer cannot be reached from " +
-                                                                  (route.slot ? route.slot->path : std::string("?")));
+                                                                  (route.slot ? route.path() : std::string("?")));
         }
     }
 }
@@ -344,7 +344,26 @@ void Supervisor::fail_all_locked(ChildSlot& slot, ErrorCode code, const std::str
     slot.pending.clear();
 }
 
+void Supervisor::submit_control(const std::string& worker, std::string kernel, std::vector<std::byte> blob,
+                                TaskCallback done) {
+    const Route route = resolve(worker);
+    enqueue(*route.slot, PendingTask{next_task_id_++,
+                                     std::move(kernel),
+                                     route.target,
+                                     {},
+                                     std::move(blob),
+                                     std::move(done),
+                                     std::chrono::milliseconds(0),
+                                     true});
+}
+
 void Supervisor::broadcast_release(const CanonicalIdentity& id) {
+    {
+        std::lock_guard lock(reexport_mu_);
+        std::erase_if(reexports_, [&](const auto& entry) {
+            return same_slot(entry.second.first, id) && entry.second.first.generation <= id.generation;
+        });
+    }
     std::vector<std::byte> blob(sizeof id);
     std::memcpy(blob.data(), &id, sizeof id);
     for (auto& slot : slots_) {

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Runs every [gpu] test of canopy on this machine's GPUs and reports the results on stdout (and, when $OUT is
-# set, in $OUT/gpu-check.log).
+# Runs every [gpu] test of canopy on this machine's GPUs, then the GPU benchmarks (tests/bench/bench_gpu_*), and
+# reports the results on stdout (and, when $OUT is set, in $OUT/gpu-check.log).
 #
 #   scripts/gpu-check.sh                  on a GPU machine: install dependencies (scripts/install-deps.sh),
 #                                         build test_cuda and test_cuda_chip with the CUDA Toolkit in
 #                                         build-gpu/ (CANOPY_GPU_BUILD_DIR), run them
 #   scripts/gpu-check.sh --stage DIR      on a build machine (no GPU needed): build as above and copy the two
-#                                         test executables, stripped, into DIR with this libstdc++ as a fallback
+#                                         test executables and the benchmarks, stripped, into DIR with this libstdc++ as a fallback
 #   scripts/gpu-check.sh --prebuilt DIR   on a GPU machine: run the executables staged in DIR, no build (for GPU
 #                                         machines where apt cannot install the build dependencies)
 #
@@ -42,6 +42,11 @@ run_logged() { "$@" 2>&1 | tee -a "$log"; return "${PIPESTATUS[0]}"; }
 
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 build_dir=${CANOPY_GPU_BUILD_DIR:-build-gpu}
+# The GPU benchmarks (tests/bench/bench_gpu_*.cpp), run after the tests.
+benches=()
+for source in tests/bench/bench_gpu_*.cpp; do
+  [ -e "$source" ] && benches+=("$(basename "$source" .cpp)")
+done
 jobs=${CANOPY_JOBS:-$(nproc)}
 started=$(date +%s)
 
@@ -57,7 +62,7 @@ build() {
   command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   local configured
   configured=$(mktemp /tmp/gpu-check-cmake.XXXXXX)
-  if ! cmake -S . -B "$build_dir" -G Ninja "${launcher[@]}" -DCANOPY_BENCH=OFF -DCUDAToolkit_ROOT="$cuda_home" \
+  if ! cmake -S . -B "$build_dir" -G Ninja "${launcher[@]}" -DCANOPY_BENCH=ON -DCUDAToolkit_ROOT="$cuda_home" \
     >"$configured" 2>&1; then
     tee -a "$log" <"$configured"
     say "gpu-check: cmake failed"
@@ -69,11 +74,12 @@ build() {
     exit 2
   fi
   rm -f "$configured"
-  if ! run_logged ninja -C "$build_dir" -j "$jobs" test_cuda test_cuda_chip; then
+  if ! run_logged ninja -C "$build_dir" -j "$jobs" test_cuda test_cuda_chip "${benches[@]}"; then
     say "gpu-check: the build failed"
     exit 2
   fi
   tests_dir=$build_dir/tests/cuda
+  bench_dir=$build_dir/tests/bench
 }
 
 if [ "$mode" = stage ]; then
@@ -81,8 +87,11 @@ if [ "$mode" = stage ]; then
   mkdir -p "$dir"
   strip -o "$dir/test_cuda" "$tests_dir/test_cuda"
   strip -o "$dir/test_cuda_chip" "$tests_dir/test_cuda_chip"
+  for bench in "${benches[@]}"; do
+    strip -o "$dir/$bench" "$bench_dir/$bench"
+  done
   cp "$(g++ -print-file-name=libstdc++.so.6)" "$dir/"
-  say "gpu-check: staged test_cuda, test_cuda_chip and libstdc++.so.6 in $dir"
+  say "gpu-check: staged test_cuda, test_cuda_chip, ${benches[*]} and libstdc++.so.6 in $dir"
   exit 0
 fi
 
@@ -99,6 +108,7 @@ say "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-<unset>}  /dev/shm: $(df -h /de
 
 if [ "$mode" = prebuilt ]; then
   tests_dir=$dir
+  bench_dir=$dir
   if [ ! -x "$tests_dir/test_cuda" ] || [ ! -x "$tests_dir/test_cuda_chip" ]; then
     say "gpu-check: no test_cuda / test_cuda_chip in $tests_dir"
     exit 2
@@ -127,6 +137,13 @@ run_tests test_cuda "[gpu]"
 run_tests test_cuda_chip "[gpu]"
 # A cuda chip that cannot start (CUDA_VISIBLE_DEVICES="" on a GPU machine) and the comparison harness.
 run_tests test_cuda_chip "[chip]~[gpu]"
+
+for bench in "${benches[@]}"; do
+  if [ -x "$bench_dir/$bench" ]; then
+    stage "$bench"
+    run_logged timeout 300 "$bench_dir/$bench" || failed=1
+  fi
+done
 
 stage "summary"
 # Tests that skipped (too few GPUs) or ran around a known gap say so in a warning.

@@ -46,6 +46,10 @@ private:
 // What the parent hands over for a VMM buffer: one fd, or one per rank of a symmetric buffer with the
 // requester's rank.
 struct VmmFds {
+    VmmFds() = default;
+    VmmFds(VmmFds&&) = default;
+    VmmFds& operator=(VmmFds&&) = default;
+
     std::vector<ipc::UniqueFd> fds;
     bool symmetric = false;
     std::uint32_t rank = 0;
