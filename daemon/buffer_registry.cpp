@@ -19,8 +19,8 @@ constexpr std::uint32_t MAX_SLOTS = 1u << 20;
 
 } // namespace
 
-BufferRegistry::BufferRegistry(std::filesystem::path journal_dir)
-    : journal_(std::move(journal_dir)), owner_(draw_owner_instance()) {}
+BufferRegistry::BufferRegistry(std::filesystem::path journal_dir, Unlink unlink)
+    : unlink_(unlink), journal_(std::move(journal_dir)), owner_(draw_owner_instance()) {}
 
 BufferRegistry::~BufferRegistry() {
     release_all();
@@ -189,7 +189,7 @@ std::optional<std::string> BufferRegistry::release(const CanonicalIdentity& id) 
     std::optional<std::string> failure;
     if (Backend{slot.info.descriptor.backend} == Backend::POSIX_SHM) {
         const std::string name(shm_name(slot.info.descriptor));
-        const int err = unlink_shm(name);
+        const int err = unlink_(name);
         if (err == 0 || err == ENOENT) {
             journal_.erase(name);
         } else {

@@ -39,7 +39,10 @@ struct BufferInfo {
 
 class BufferRegistry {
 public:
-    explicit BufferRegistry(std::filesystem::path journal_dir);
+    // How a released POSIX_SHM object is unlinked: 0 or the errno. Tests pass one that fails.
+    using Unlink = int (*)(const std::string& name) noexcept;
+
+    explicit BufferRegistry(std::filesystem::path journal_dir, Unlink unlink = unlink_shm);
     ~BufferRegistry();
 
     const std::array<std::uint8_t, 16>& owner_instance() const noexcept { return owner_; }
@@ -95,6 +98,7 @@ private:
     CanonicalIdentity mint_locked();
     BufferLookup lookup_locked(const CanonicalIdentity& id) const;
 
+    Unlink unlink_;
     mutable std::mutex mu_;
     std::condition_variable fds_cv_; // an fd of a pending creation arrived
     Journal journal_;

@@ -170,3 +170,38 @@ TEST_CASE("device buffers are made by the chip named, of its kind, and never by 
     CHECK(r.code == ErrorCode::UNKNOWN_KERNEL);
     CHECK(sup.buffers().size() == 1);
 }
+
+namespace {
+
+int refuse_unlink(const std::string& /*name*/) noexcept {
+    return EBUSY;
+}
+
+} // namespace
+
+TEST_CASE("a release whose shm_unlink fails is reported, stays in the journal, and the next start unlinks it",
+          "[daemon][buffers]") {
+    TempDir state;
+    const auto journal_dir = state.path / "journal";
+    std::string name;
+    {
+        daemon::BufferRegistry registry(journal_dir, refuse_unlink);
+        const auto d = registry.create_posix_shm(4096, Access::READWRITE, "/");
+        name = std::string(shm_name(d));
+        const auto failure = registry.release(d.identity);
+        REQUIRE(failure.has_value());
+        CHECK_THAT(*failure, Catch::Contains("shm_unlink(/" + name + ")"));
+        CHECK_THAT(*failure, Catch::Contains("kept in the journal for the next start"));
+        // The buffer is gone for tasks, the object and its journal entry are not.
+        CHECK(registry.lookup(d.identity) == daemon::BufferLookup::STALE);
+        const auto entries = registry.journal().entries();
+        CHECK(std::find(entries.begin(), entries.end(), name) != entries.end());
+        CHECK(std::filesystem::exists("/dev/shm/" + name));
+    }
+    // The next start over the same state directory unlinks what the journal still lists.
+    daemon::Journal journal(journal_dir);
+    const auto report = journal.recover();
+    CHECK(std::find(report.unlinked.begin(), report.unlinked.end(), name) != report.unlinked.end());
+    CHECK_FALSE(std::filesystem::exists("/dev/shm/" + name));
+    CHECK(journal.entries().empty());
+}
