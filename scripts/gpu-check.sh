@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every [gpu] test of canopy on this machine's GPUs, then the GPU benchmarks (tests/bench/bench_gpu_*), and
-# reports the results on stdout (and, when $OUT is set, in $OUT/gpu-check.log).
+# Runs every [gpu] test of canopy on this machine's GPUs, then the CLI against a real canopyd
+# (scripts/gpu-cli-check.sh), then the GPU benchmarks (tests/bench/bench_gpu_*), and reports the results on stdout (and, when $OUT is set, in $OUT/gpu-check.log).
 #
 #   scripts/gpu-check.sh                  on a GPU machine: install dependencies (scripts/install-deps.sh),
 #                                         build test_cuda and test_cuda_chip with the CUDA Toolkit in
@@ -74,12 +74,13 @@ build() {
     exit 2
   fi
   rm -f "$configured"
-  if ! run_logged ninja -C "$build_dir" -j "$jobs" test_cuda test_cuda_chip "${benches[@]}"; then
+  if ! run_logged ninja -C "$build_dir" -j "$jobs" test_cuda test_cuda_chip canopyd canopy "${benches[@]}"; then
     say "gpu-check: the build failed"
     exit 2
   fi
   tests_dir=$build_dir/tests/cuda
   bench_dir=$build_dir/tests/bench
+  bin_dir=$build_dir
 }
 
 if [ "$mode" = stage ]; then
@@ -90,6 +91,11 @@ if [ "$mode" = stage ]; then
   for bench in "${benches[@]}"; do
     strip -o "$dir/$bench" "$bench_dir/$bench"
   done
+  strip -o "$dir/canopyd" "$build_dir/daemon/canopyd"
+  strip -o "$dir/canopy" "$build_dir/cli/canopy"
+  # canopyd's shared libraries beyond the C and C++ runtimes, for GPU machines that lack them.
+  ldd "$build_dir/daemon/canopyd" | awk '/=> \// {print $3}' | grep -Ev '/(libc|libm|libgcc_s|libstdc\+\+|ld-linux)[.-]' |
+    while read -r lib; do cp -L "$lib" "$dir/"; done
   cp "$(g++ -print-file-name=libstdc++.so.6)" "$dir/"
   say "gpu-check: staged test_cuda, test_cuda_chip, ${benches[*]} and libstdc++.so.6 in $dir"
   exit 0
@@ -109,6 +115,7 @@ say "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-<unset>}  /dev/shm: $(df -h /de
 if [ "$mode" = prebuilt ]; then
   tests_dir=$dir
   bench_dir=$dir
+  bin_dir=$dir
   if [ ! -x "$tests_dir/test_cuda" ] || [ ! -x "$tests_dir/test_cuda_chip" ]; then
     say "gpu-check: no test_cuda / test_cuda_chip in $tests_dir"
     exit 2
@@ -116,6 +123,11 @@ if [ "$mode" = prebuilt ]; then
   if ! "$tests_dir/test_cuda" --list-tests >/dev/null 2>&1 && [ -e "$tests_dir/libstdc++.so.6" ]; then
     say "gpu-check: using the staged libstdc++.so.6"
     staged=$(cd "$tests_dir" && pwd)
+    export LD_LIBRARY_PATH="$staged${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
+  # canopyd's staged libraries, used where the machine has none of its own.
+  if ! "$dir/canopyd" --help >/dev/null 2>&1; then
+    staged=$(cd "$dir" && pwd)
     export LD_LIBRARY_PATH="$staged${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   fi
 else
@@ -137,6 +149,14 @@ run_tests test_cuda "[gpu]"
 run_tests test_cuda_chip "[gpu]"
 # A cuda chip that cannot start (CUDA_VISIBLE_DEVICES="" on a GPU machine) and the comparison harness.
 run_tests test_cuda_chip "[chip]~[gpu]"
+
+# The CLI against a real canopyd with one cuda chip per GPU.
+stage "gpu-cli-check"
+if [ "$mode" = prebuilt ]; then
+  run_logged timeout 300 scripts/gpu-cli-check.sh "$bin_dir" || failed=1
+else
+  run_logged timeout 300 scripts/gpu-cli-check.sh || failed=1
+fi
 
 for bench in "${benches[@]}"; do
   if [ -x "$bench_dir/$bench" ]; then
