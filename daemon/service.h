@@ -45,8 +45,9 @@ private:
     nlohmann::json handle_buffer_create(const nlohmann::json& request);
     Backend device_backend(const std::string& chip) const;
     void handle_buffer_transfer(const nlohmann::json& request, const Reply& reply, bool write);
+    using TransferDone = std::function<void(ErrorCode, const std::string&, nlohmann::json)>;
     void transfer_through_chip(const BufferInfo& info, std::uint64_t offset, std::vector<std::byte> data,
-                               std::uint64_t length, bool write, const Reply& reply);
+                               std::uint64_t length, bool write, const TransferDone& done);
     nlohmann::json handle_module_load(const nlohmann::json& request);
     BufferDescriptor resolve_buffer(const std::string& id, const std::string& where) const;
     BufferInfo live_buffer(const nlohmann::json& request) const;
@@ -55,8 +56,15 @@ private:
     void handle_run(const nlohmann::json& request, Reply reply, bool single);
     void handle_wait(const nlohmann::json& request, Reply reply);
     void on_result(std::uint64_t id, const TaskResult& result);
-    void dispatch_ready_locked(std::vector<TaskRequest>& out);
-    void dispatch(std::vector<TaskRequest> requests);
+    // A ready batch: requests for the supervisor and the daemon's own steps (buffer transfers).
+    struct ReadyWork {
+        std::vector<TaskRequest> requests;
+        std::vector<std::function<void()>> local;
+    };
+    void dispatch_ready_locked(ReadyWork& out);
+    void dispatch(ReadyWork work);
+    void run_transfer(const BufferInfo& info, std::uint64_t offset, std::vector<std::byte> data, std::uint64_t length,
+                      bool write, std::uint64_t id, const Reply& reply);
     std::vector<std::function<void()>> finish_locked(std::uint64_t id, const std::string& state, ErrorCode code,
                                                      const std::string& message, std::uint64_t start_ns,
                                                      std::uint64_t end_ns);

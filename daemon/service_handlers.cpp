@@ -1,6 +1,7 @@
 #include "daemon/service.h"
 #include "ipc/mapped_region.h"
 #include "ipc/sys_error.h"
+#include "worker/worker_loop.h"
 
 #include <cstring>
 #include <fcntl.h>
@@ -285,41 +286,77 @@ void Service::handle_buffer_transfer(const json& request, const Reply& reply, bo
         }
     }
     const std::uint64_t length = write ? data.size() : want;
-    if (Backend{info.descriptor.backend} == Backend::CUDA_VMM && length > 0) {
-        transfer_through_chip(info, offset, std::move(data), length, write, reply);
+    if (length == 0) {
+        reply(write ? json{{"written", 0}} : json{{"data", ""}});
         return;
     }
-    if (write) {
-        if (!data.empty()) { // memcpy from an empty vector's null data() is undefined
-            HostView view = map_for_transfer(info, supervisor_.registry(), true);
-            std::memcpy(view.base + offset, data.data(), data.size());
+    // The transfer is a task of the scheduler over the bytes it touches: it waits for earlier tasks that
+    // write them (or, for a write, read them), and later tasks wait for it.
+    const Tensor range =
+        make_tensor(info.descriptor, DataType::UINT8, {static_cast<std::uint32_t>(length)}, {}, offset);
+    ReadyWork to_dispatch;
+    {
+        std::lock_guard lock(mu_);
+        if (stopping_) {
+            throw RequestError(ErrorCode::WORKER_DIED, "the daemon is stopping");
         }
-        reply(json{{"written", data.size()}});
-        return;
+        TaskRecord record;
+        record.id = next_task_++;
+        record.name = write ? "buffer.write" : "buffer.read";
+        record.kernel = record.name;
+        record.listed = false;
+        record.submitted_ns = worker::monotonic_ns();
+        const std::uint64_t id = record.id;
+        record.local = [this, info, offset, data = std::move(data), length, write, id, reply]() mutable {
+            run_transfer(info, offset, std::move(data), length, write, id, reply);
+        };
+        TaskRecord& stored = book_.add(std::move(record));
+        scheduler_.add(id, stored.name, std::vector<TensorArg>{{range, write ? TensorTag::OUTPUT : TensorTag::INPUT}});
+        dispatch_ready_locked(to_dispatch);
     }
-    if (want == 0) {
-        reply(json{{"data", ""}});
-        return;
+    dispatch(std::move(to_dispatch));
+}
+
+void Service::run_transfer(const BufferInfo& info, std::uint64_t offset, std::vector<std::byte> data,
+                           std::uint64_t length, bool write, std::uint64_t id, const Reply& reply) {
+    const std::uint64_t start = worker::monotonic_ns();
+    auto finish = [this, id, start, reply](ErrorCode code, const std::string& message, json answer) {
+        on_result(id, TaskResult{id, code, message, start, worker::monotonic_ns()});
+        reply(std::move(answer));
+    };
+    try {
+        if (Backend{info.descriptor.backend} == Backend::CUDA_VMM) {
+            transfer_through_chip(info, offset, std::move(data), length, write, finish);
+            return;
+        }
+        HostView view = map_for_transfer(info, supervisor_.registry(), write);
+        if (write) {
+            std::memcpy(view.base + offset, data.data(), data.size());
+            finish(ErrorCode::OK, {}, json{{"written", data.size()}});
+        } else {
+            finish(ErrorCode::OK, {}, json{{"data", base64_encode(view.base + offset, length)}});
+        }
+    } catch (const RequestError& e) {
+        finish(e.code(), e.what(), error_reply(error_code_name(e.code()), e.what()));
+    } catch (const std::exception& e) {
+        finish(ErrorCode::BAD_REQUEST, e.what(), error_reply("BAD_REQUEST", e.what()));
     }
-    HostView view = map_for_transfer(info, supervisor_.registry(), false);
-    reply(json{{"data", base64_encode(view.base + offset, want)}});
 }
 
 void Service::transfer_through_chip(const BufferInfo& info, std::uint64_t offset, std::vector<std::byte> data,
-                                    std::uint64_t length, bool write, const Reply& reply) {
+                                    std::uint64_t length, bool write, const TransferDone& done) {
     // Device memory is reached only by its chip: bytes travel through a POSIX shm staging buffer, copied by the
-    // chip's `copy` kernel as uint8 views. The staging buffer is released once the copy finished.
+    // chip's `copy` as uint8 views. The staging buffer is released once the copy finished.
     BufferRequest staging_request;
     staging_request.nbytes = length;
     const BufferDescriptor staging = supervisor_.create_buffer(staging_request);
-    const BufferDescriptor& device = info.descriptor;
     try {
         const auto count = static_cast<std::uint32_t>(length); // at most a control frame's worth of bytes
         TaskRequest copy;
         copy.kernel = "copy";
         copy.worker = transfer_chip(info);
         const Tensor staged = make_tensor(staging, DataType::UINT8, {count});
-        const Tensor on_device = make_tensor(device, DataType::UINT8, {count}, {}, offset);
+        const Tensor on_device = make_tensor(info.descriptor, DataType::UINT8, {count}, {}, offset);
         copy.args.tensors.push_back({write ? staged : on_device, TensorTag::INPUT});
         copy.args.tensors.push_back({write ? on_device : staged, TensorTag::OUTPUT});
         copy.timeout = config_.supervision.task_timeout;
@@ -328,13 +365,14 @@ void Service::transfer_through_chip(const BufferInfo& info, std::uint64_t offset
                 map_for_transfer(*supervisor_.registry().find(staging.identity), supervisor_.registry(), true);
             std::memcpy(view.base, data.data(), data.size());
         }
-        supervisor_.submit(std::move(copy), [this, staging, length, write, reply](TaskResult result) {
+        supervisor_.submit(std::move(copy), [this, staging, length, write, done](TaskResult result) {
+            ErrorCode code = result.code;
+            std::string message = result.message;
             json answer;
             try {
                 if (!result.ok()) {
-                    answer =
-                        error_reply(error_code_name(result.code), std::string(write ? "buffer write" : "buffer read") +
-                                                                      " through the chip failed: " + result.message);
+                    message = std::string(write ? "buffer write" : "buffer read") +
+                              " through the chip failed: " + result.message;
                 } else if (write) {
                     answer = {{"written", length}};
                 } else {
@@ -343,10 +381,12 @@ void Service::transfer_through_chip(const BufferInfo& info, std::uint64_t offset
                     answer = {{"data", base64_encode(view.base, length)}};
                 }
             } catch (const std::exception& e) {
-                answer = error_reply("BAD_REQUEST", e.what());
+                code = ErrorCode::BAD_REQUEST;
+                message = e.what();
             }
             (void)supervisor_.release_buffer(staging.identity);
-            reply(std::move(answer));
+            done(code, message,
+                 code == ErrorCode::OK ? std::move(answer) : error_reply(error_code_name(code), message));
         });
     } catch (...) {
         (void)supervisor_.release_buffer(staging.identity);

@@ -92,7 +92,7 @@ void Service::handle_run(const json& request, Reply reply, bool single) {
     auto waiter = std::make_shared<GraphWaiter>();
     waiter->single = single;
     waiter->states.resize(parsed.size());
-    std::vector<TaskRequest> to_dispatch;
+    ReadyWork to_dispatch;
     std::vector<std::function<void()>> callbacks;
     {
         std::lock_guard lock(mu_);
@@ -180,19 +180,27 @@ void Service::handle_wait(const json& request, Reply reply) {
 }
 
 // Moves every READY task out of the scheduler into `out`, marking it running. REQUIRES mu_.
-void Service::dispatch_ready_locked(std::vector<TaskRequest>& out) {
+void Service::dispatch_ready_locked(ReadyWork& out) {
     while (const auto id = scheduler_.pop_ready()) {
         TaskRecord* t = book_.find(*id);
         t->state = "running";
-        out.push_back(std::move(*t->request));
+        if (t->local) {
+            out.local.push_back(std::move(t->local));
+            t->local = nullptr;
+            continue;
+        }
+        out.requests.push_back(std::move(*t->request));
         t->request.reset();
     }
 }
 
-void Service::dispatch(std::vector<TaskRequest> requests) {
-    for (auto& request : requests) {
+void Service::dispatch(ReadyWork work) {
+    for (auto& request : work.requests) {
         const std::uint64_t id = request.id;
         supervisor_.submit(std::move(request), [this, id](TaskResult r) { on_result(id, r); });
+    }
+    for (auto& step : work.local) {
+        step();
     }
 }
 
@@ -203,13 +211,15 @@ std::vector<std::function<void()>> Service::finish_locked(std::uint64_t id, cons
     // Metrics label workers by their path, whichever spelling the client used.
     const std::string worker = !t || t->on.empty() ? "" : (t->on.front() == '/' ? t->on : "/" + t->on);
     const double seconds = end_ns > start_ns ? static_cast<double>(end_ns - start_ns) * 1e-9 : 0.0;
-    metrics_.task_finished(state, worker, seconds);
+    if (t == nullptr || t->listed) {
+        metrics_.task_finished(state, worker, seconds);
+    }
     return book_.finish(id, state, code, message, start_ns, end_ns);
 }
 
 void Service::on_result(std::uint64_t id, const TaskResult& result) {
     std::vector<std::function<void()>> callbacks;
-    std::vector<TaskRequest> to_dispatch;
+    ReadyWork to_dispatch;
     {
         std::lock_guard lock(mu_);
         if (!scheduler_.state(id)) {

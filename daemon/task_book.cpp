@@ -58,10 +58,14 @@ std::vector<std::function<void()>> TaskBook::finish(std::uint64_t id, const std:
 std::vector<nlohmann::json> TaskBook::list() const {
     std::vector<const TaskRecord*> all;
     for (const auto& [id, t] : live_) {
-        all.push_back(&t);
+        if (t.listed) {
+            all.push_back(&t);
+        }
     }
     for (const auto id : done_order_) {
-        all.push_back(&done_.at(id));
+        if (done_.at(id).listed) {
+            all.push_back(&done_.at(id));
+        }
     }
     std::sort(all.begin(), all.end(), [](const TaskRecord* a, const TaskRecord* b) { return a->id < b->id; });
     std::vector<nlohmann::json> out;

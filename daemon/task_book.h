@@ -30,6 +30,10 @@ struct TaskRecord {
     std::uint64_t start_ns = 0;
     std::uint64_t end_ns = 0;
     std::optional<TaskRequest> request; // until dispatched
+    // A step the daemon runs itself instead of dispatching a request (buffer read/write): called once the
+    // task is ready, outside the Service's lock; it reports its result through Service::on_result.
+    std::function<void()> local;
+    bool listed = true; // false for buffer transfers: ordered like tasks, but not tasks to `canopy tasks` or metrics
     std::vector<std::function<void()>> on_finish;
 
     bool finished() const noexcept { return state == "completed" || state == "failed" || state == "rejected"; }

@@ -308,3 +308,47 @@ TEST_CASE("a client waiting for a task when shutdown arrives gets the drained ta
     REQUIRE(reply.has_value());
     CHECK(reply->at("task").at("state") == "completed");
 }
+
+TEST_CASE("buffer read and write wait for the tasks that touch their bytes, and later tasks wait for them",
+          "[service][transfer]") {
+    Daemon d(e2e_config(2, 2));
+    TempDir files;
+    const std::string x = d.create_buffer(4096);
+    const std::string y = d.create_buffer(4096);
+    // hold X, then fill it with 7; submitted without waiting.
+    const json fill_later = {{"tasks",
+                              {sleep_task("hold", "sub0", 300, {tensor_arg(x, "inout", {1024})}),
+                               task("seven", "fill", "chip0", {tensor_arg(x, "output", {1024}), float32_arg(7)})}}};
+    REQUIRE(d.cli({"run", write_file(files.path, "fill.json", fill_later.dump())}).rc == 0);
+    // The read comes after both tasks (it reads what they write).
+    for (const float v : read_floats(d, x, 1024)) {
+        REQUIRE(v == 7.0f);
+    }
+    // hold X, then copy X to Y; a write to X must wait for the copy that reads it.
+    const json copy_later = {
+        {"tasks",
+         {sleep_task("hold", "sub0", 300, {tensor_arg(x, "input", {1024})}),
+          task("copy", "copy", "chip1", {tensor_arg(x, "input", {1024}), tensor_arg(y, "output", {1024})})}}};
+    REQUIRE(d.cli({"run", write_file(files.path, "copy.json", copy_later.dump())}).rc == 0);
+    std::string bytes(4096, '\0');
+    for (std::size_t i = 0; i < 1024; ++i) {
+        const float five = 5.0f;
+        std::memcpy(bytes.data() + 4 * i, &five, 4);
+    }
+    REQUIRE(d.cli({"buffer", "write", x, "--from", write_file(files.path, "fives.bin", bytes)}).rc == 0);
+    // A task submitted after the write sees it.
+    REQUIRE(
+        d.cli({"submit", "scale", "--on", "sub1", "--inout", x + ":float32:1024", "--scalar", "float32:2", "--wait"})
+            .rc == 0);
+    for (const float v : read_floats(d, y, 1024)) {
+        REQUIRE(v == 7.0f); // the copy ran before the write
+    }
+    for (const float v : read_floats(d, x, 1024)) {
+        REQUIRE(v == 10.0f);
+    }
+    // Transfers are not tasks to `canopy tasks`.
+    for (const auto& t : d.cli_json({"tasks"}).at("tasks")) {
+        CHECK(t.at("kernel") != "buffer.read");
+        CHECK(t.at("kernel") != "buffer.write");
+    }
+}
