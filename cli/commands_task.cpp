@@ -162,6 +162,15 @@ void add_submit(CLI::App& app, Invocation& inv, Action& action) {
     cmd->add_option("--scalar", opts->args.scalars, "scalar after the tensors: float32:V, float64:V or int64:V")
         ->type_name("TYPE:VALUE")
         ->allow_extra_args(false);
+    cmd->add_option("--param", opts->args.params,
+                    "module kernels: the kind of each parameter in order (tensor, float32, float64, int64)")
+        ->type_name("KIND")
+        ->allow_extra_args(false)
+        ->check(CLI::IsMember({"tensor", "float32", "float64", "int64"}));
+    cmd->add_option("--grid", opts->args.grid, "module kernels: grid shape X[,Y[,Z]]")->type_name("X[,Y,Z]");
+    cmd->add_option("--block", opts->args.block, "module kernels: block shape X[,Y[,Z]]")->type_name("X[,Y,Z]");
+    cmd->add_option("--shared", opts->args.shared, "module kernels: dynamic shared memory per block, bytes")
+        ->type_name("N");
     cmd->add_flag("--wait", opts->args.wait, "reply when the task has finished");
     cmd->callback([&inv, &action, opts, cmd, tensor_options] {
         opts->args.tensors = tensors_in_order(*cmd, tensor_options);

@@ -6,6 +6,7 @@
 #include "cli/units.h"
 
 #include <cerrno>
+#include <charconv>
 #include <fstream>
 #include <sstream>
 #include <system_error>
@@ -44,6 +45,55 @@ const char* tag_of(const std::string& option) {
     throw usage_error(option + ": not a tensor option");
 }
 
+// "X", "X,Y" or "X,Y,Z": each a positive integer.
+json launch_dims(const std::string& text, const std::string& option) {
+    json dims = json::array();
+    std::size_t start = 0;
+    while (start <= text.size() && dims.size() < 4) {
+        const std::size_t comma = std::min(text.find(',', start), text.size());
+        const std::string part = text.substr(start, comma - start);
+        std::uint64_t v = 0;
+        const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+        if (part.empty() || ec != std::errc() || end != part.data() + part.size() || v == 0 || v > UINT32_MAX) {
+            throw usage_error(option + " \"" + text + "\": expected X[,Y[,Z]], positive integers");
+        }
+        dims.push_back(v);
+        start = comma + 1;
+    }
+    if (dims.size() > 3) {
+        throw usage_error(option + " \"" + text + "\": at most 3 dimensions");
+    }
+    return dims;
+}
+
+// The arguments in parameter order: "tensor" takes the next tensor option, any other kind the next --scalar.
+json args_in_param_order(const std::vector<std::string>& params, const json& tensors, const json& scalars) {
+    json list = json::array();
+    std::size_t t = 0;
+    std::size_t s = 0;
+    for (const std::string& kind : params) {
+        if (kind == "tensor") {
+            if (t == tensors.size()) {
+                throw usage_error("--param: " + std::to_string(t + 1) + " tensor parameters but only " +
+                                  std::to_string(tensors.size()) + " tensor options (--in, --out, --inout)");
+            }
+            list.push_back(tensors[t++]);
+        } else {
+            if (s == scalars.size()) {
+                throw usage_error("--param: " + std::to_string(s + 1) + " scalar parameters but only " +
+                                  std::to_string(scalars.size()) + " --scalar options");
+            }
+            list.push_back(scalars[s++]);
+        }
+    }
+    if (t != tensors.size() || s != scalars.size()) {
+        throw usage_error("--param: " + std::to_string(params.size()) + " parameters for " +
+                          std::to_string(tensors.size()) + " tensors and " + std::to_string(scalars.size()) +
+                          " scalars; give one --param per argument");
+    }
+    return list;
+}
+
 bool ends_with(const std::string& s, const std::string& suffix) {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -75,14 +125,36 @@ json buffer_create_request(const BufferCreateArgs& args) {
 }
 
 json submit_request(const SubmitArgs& args) {
-    json list = json::array();
+    json tensors = json::array();
     for (const auto& [option, spec] : args.tensors) {
-        list.push_back({{"tensor", parse_tensor_spec(spec, option)}, {"tag", tag_of(option)}});
+        tensors.push_back({{"tensor", parse_tensor_spec(spec, option)}, {"tag", tag_of(option)}});
     }
+    json scalars = json::array();
     for (const auto& scalar : args.scalars) {
-        list.push_back({{"scalar", parse_scalar(scalar, "--scalar")}});
+        scalars.push_back({{"scalar", parse_scalar(scalar, "--scalar")}});
     }
-    json task = {{"kernel", args.kernel}, {"on", args.on}, {"args", std::move(list)}};
+    json task = {{"kernel", args.kernel}, {"on", args.on}};
+    if (args.params.empty()) {
+        json list = std::move(tensors);
+        list.insert(list.end(), scalars.begin(), scalars.end());
+        task["args"] = std::move(list);
+    } else {
+        task["args"] = args_in_param_order(args.params, tensors, scalars);
+        task["params"] = args.params;
+    }
+    if (!args.grid.empty() || !args.block.empty() || !args.shared.empty()) {
+        json launch = json::object();
+        if (!args.grid.empty()) {
+            launch["grid"] = launch_dims(args.grid, "--grid");
+        }
+        if (!args.block.empty()) {
+            launch["block"] = launch_dims(args.block, "--block");
+        }
+        if (!args.shared.empty()) {
+            launch["shared_bytes"] = parse_byte_size(args.shared, "--shared");
+        }
+        task["launch"] = std::move(launch);
+    }
     return {{"op", "submit"}, {"task", std::move(task)}, {"wait", args.wait}};
 }
 
@@ -123,15 +195,22 @@ std::string module_format(const std::string& path, const std::string& data, cons
     if (ends_with(path, ".cubin")) {
         return "cubin";
     }
+    if (ends_with(path, ".fatbin")) {
+        return "fatbin";
+    }
     if (data.rfind("\x7f"
                    "ELF",
                    0) == 0) {
         return "cubin";
     }
+    if (data.rfind("\x50\xed\x55\xba", 0) == 0) {
+        return "fatbin";
+    }
     if (data.find(".version") != std::string::npos && data.find('\0') == std::string::npos) {
         return "ptx";
     }
-    throw usage_error("FILE \"" + path + "\": cannot tell PTX from cubin (name it .ptx or .cubin, or pass --format)");
+    throw usage_error("FILE \"" + path +
+                      "\": cannot tell PTX from cubin (name it .ptx, .cubin or .fatbin, or pass --format)");
 }
 
 json module_load_request(const std::string& name, const std::string& path, const std::string& forced_format) {

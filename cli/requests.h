@@ -34,17 +34,26 @@ struct SubmitArgs {
     std::vector<TensorOption> tensors; // in command-line order across --in/--out/--inout
     std::vector<std::string> scalars;  // "TYPE:VALUE", in command-line order
     bool wait = false;
+    // Module kernels (NAME:function, docs/modules.md): one kind per parameter ("tensor", "float32", "float64",
+    // "int64"), which also orders the arguments; the launch shape "X[,Y[,Z]]" and dynamic shared bytes.
+    std::vector<std::string> params;
+    std::string grid;
+    std::string block;
+    std::string shared;
 };
 
-// {"op": "submit", "task": {"kernel", "on", "args": [tensors..., scalars...]}, "wait"}.
+// {"op": "submit", "task": {"kernel", "on", "args": [tensors..., scalars...]}, "wait"}. With --param the args
+// follow the parameters instead (the i-th "tensor" parameter takes the i-th tensor option, any other kind the
+// next --scalar) and the task carries "params"; with --grid/--block/--shared it carries "launch".
 nlohmann::json submit_request(const SubmitArgs& args);
 
 // The graph of GRAPH.json: a JSON object with a "tasks" array. Throws usage_error naming the file when
 // it cannot be read, is not JSON or has no "tasks" array.
 nlohmann::json load_graph_file(const std::string& path);
 
-// "ptx" or "cubin": `forced` when given, else by extension (.ptx, .cubin), else by content (an ELF image
-// is a cubin; text with a ".version" directive is PTX). Throws usage_error when neither tells.
+// "ptx", "cubin" or "fatbin": `forced` when given, else by extension (.ptx, .cubin, .fatbin), else by content
+// (an ELF image is a cubin; one starting with the fatbin magic a fatbin; text with a ".version" directive is
+// PTX). Throws usage_error when neither tells. The daemon classifies the bytes again and refuses a mismatch.
 std::string module_format(const std::string& path, const std::string& data, const std::string& forced);
 
 // {"op": "module.load", "name", "format", "data": base64}. Throws usage_error when FILE cannot be read.

@@ -77,6 +77,11 @@ struct DriverApi {
     CuStatus (*cuLaunchKernel)(CuFunction function, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
                                unsigned int block_x, unsigned int block_y, unsigned int block_z,
                                unsigned int shared_bytes, CuStream stream, void** params, void** extra) = nullptr;
+    // user modules: JIT with logs, kernel attributes
+    CuStatus (*cuModuleLoadDataEx)(CuModule* module, const void* image, unsigned int count, CuJitOption* options,
+                                   void** values) = nullptr;
+    CuStatus (*cuFuncGetAttribute)(int* value, CuFunctionAttribute attribute, CuFunction function) = nullptr;
+    CuStatus (*cuFuncSetAttribute)(CuFunction function, CuFunctionAttribute attribute, int value) = nullptr;
     // memory
     CuStatus (*cuMemAlloc)(CuDevicePtr* pointer, std::size_t bytes) = nullptr;
     CuStatus (*cuMemFree)(CuDevicePtr pointer) = nullptr;

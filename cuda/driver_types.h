@@ -28,6 +28,8 @@ using CuModule = CUmodule;
 using CuFunction = CUfunction;
 using CuDevicePtr = CUdeviceptr;
 using CuDeviceAttribute = CUdevice_attribute;
+using CuJitOption = CUjit_option;
+using CuFunctionAttribute = CUfunction_attribute;
 using CuMemHandle = CUmemGenericAllocationHandle;
 using CuMemAllocationProp = CUmemAllocationProp;
 using CuMemAccessDesc = CUmemAccessDesc;
@@ -42,6 +44,8 @@ using CuModule = struct CUmod_st*;
 using CuFunction = struct CUfunc_st*;
 using CuDevicePtr = unsigned long long;
 using CuDeviceAttribute = int;
+using CuJitOption = int;
+using CuFunctionAttribute = int;
 using CuMemHandle = unsigned long long;
 struct CuMemLocation {
     int type;
@@ -77,6 +81,15 @@ inline constexpr unsigned int HOST_REGISTER_READ_ONLY = 0x08; // CU_MEMHOSTREGIS
 inline constexpr int ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75; // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
 inline constexpr int ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76; // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
 inline constexpr int ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED = 113;
+// User modules (worker/cuda/user_modules.h): JIT logs, kernel limits.
+inline constexpr int ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97; // CU_DEVICE_ATTRIBUTE_..._OPTIN
+inline constexpr int JIT_INFO_LOG_BUFFER = 3;                          // CU_JIT_INFO_LOG_BUFFER
+inline constexpr int JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4;               // CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES
+inline constexpr int JIT_ERROR_LOG_BUFFER = 5;                         // CU_JIT_ERROR_LOG_BUFFER
+inline constexpr int JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;              // CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES
+inline constexpr int FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0;         // CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+inline constexpr int FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1;             // CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+inline constexpr int FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8; // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_...
 // Virtual memory management (CUDA_VMM buffers).
 inline constexpr int MEM_ALLOCATION_TYPE_PINNED = 1;            // CU_MEM_ALLOCATION_TYPE_PINNED
 inline constexpr int MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1; // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
@@ -89,6 +102,7 @@ inline constexpr int MEM_ALLOC_GRANULARITY_RECOMMENDED = 1;     // CU_MEM_ALLOC_
 inline constexpr int ERROR_INVALID_VALUE = 1;
 inline constexpr int ERROR_NOT_SUPPORTED = 801;
 inline constexpr int ERROR_NO_DEVICE = 100;
+inline constexpr int ERROR_NOT_FOUND = 500;
 inline constexpr int ERROR_ECC_UNCORRECTABLE = 214;
 inline constexpr int ERROR_NVLINK_UNCORRECTABLE = 220;
 inline constexpr int ERROR_CONTAINED = 226;

@@ -32,12 +32,20 @@ public:
     Module& operator=(const Module&) = delete;
     ~Module() { reset(); }
 
+    // Loads `image` into the current context through the JIT with its error log captured
+    // (cuModuleLoadDataEx): the path for images canopy did not build (user modules). A PTX image must end with a
+    // NUL byte. On failure throws CudaError naming `what` ("module m"), with "; JIT log: ..." and the first
+    // JIT_LOG_BYTES of the JIT's error log, lines joined by " | ", when it wrote one.
+    static Module load_logged(const Driver& driver, std::span<const std::byte> image, const std::string& what);
+    static constexpr std::size_t JIT_LOG_BYTES = 4096;
+
     // The kernel `name` (an extern "C" name). Throws CudaError naming the kernel when it is absent.
     CuFunction function(const std::string& name) const;
 
     CuModule get() const noexcept { return module_; }
 
 private:
+    Module(const Driver& driver, CuModule module) noexcept : driver_(&driver), module_(module) {}
     void reset() noexcept;
 
     const Driver* driver_;

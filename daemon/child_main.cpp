@@ -3,6 +3,7 @@
 #include "ipc/child_message.h"
 #include "ipc/fd_passing.h"
 #include "ipc/mailbox_child.h"
+#include "protocol/module_launch.h"
 #include "worker/cuda/cuda_chip.h"
 #include "worker/import_registry.h"
 #include "worker/worker_loop.h"
@@ -153,6 +154,10 @@ private:
                 mailbox_.finish(frame, trailer, ErrorCode::OK, {}, start, worker::monotonic_ns());
                 return;
             }
+            if (kernel.starts_with(MODULE_LOAD_FRAME) || kernel.starts_with(MODULE_UNLOAD_FRAME)) {
+                forward_module(frame, trailer, kernel, blob, start);
+                return;
+            }
             if (kernel == "@release") {
                 CanonicalIdentity id{};
                 if (blob.size() == sizeof id) {
@@ -189,6 +194,43 @@ private:
             mailbox_.finish(frame, trailer, e.code(), e.what(), start, worker::monotonic_ns());
         } catch (const std::exception& e) {
             mailbox_.finish(frame, trailer, ErrorCode::KERNEL_FAILED, e.what(), start, worker::monotonic_ns());
+        }
+    }
+
+    // @module_load:NAME: loads the image (in the parent's shm buffer, mapped here for the copy) into this nested
+    // supervisor, which forwards it to its own cuda chips; the frame finishes when they all answered, with the
+    // chips' paths (space-separated) as its message on success. @module_unload:NAME unloads it here.
+    void forward_module(TaskFrame* frame, const FrameTrailer& trailer, const std::string& kernel,
+                        std::span<const std::byte> blob, std::uint64_t start) {
+        const std::string name = kernel.substr(kernel.find(':') + 1);
+        if (kernel.starts_with(MODULE_UNLOAD_FRAME)) {
+            (void)nested_.unload_module(name);
+            mailbox_.finish(frame, trailer, ErrorCode::OK, {}, start, worker::monotonic_ns());
+            return;
+        }
+        const TaskArgs args = decode_task_args(blob);
+        if (args.tensors.size() != 1 || !args.scalars.empty() || args.tensors[0].tensor.dtype != DataType::UINT8 ||
+            args.tensors[0].tensor.ndims != 1 || args.tensors[0].tensor.strides[0] != 1) {
+            throw WireError(ErrorCode::BAD_REQUEST, "args", kernel + " expects one uint8[n] tensor over the image");
+        }
+        const Tensor& view = args.tensors[0].tensor;
+        std::vector<std::byte> image;
+        {
+            const std::byte* base = imports_.materialize(view.buffer) + view.byte_offset;
+            image.assign(base, base + view.shapes[0]);
+            imports_.release(view.buffer.identity);
+        }
+        try {
+            nested_.load_module_async(name, std::move(image), [this, frame, trailer, start](ModuleLoadResult r) {
+                std::string chips;
+                for (const auto& chip : r.module.chips) {
+                    chips += (chips.empty() ? "" : " ") + chip;
+                }
+                mailbox_.finish(frame, trailer, r.code, r.code == ErrorCode::OK ? chips : r.message, start,
+                                worker::monotonic_ns());
+            });
+        } catch (const RequestError& e) {
+            mailbox_.finish(frame, trailer, e.code(), e.what(), start, worker::monotonic_ns());
         }
     }
 

@@ -1,5 +1,7 @@
 #include "daemon/json_codec.h"
 
+#include "protocol/module_launch.h"
+
 #include <limits>
 
 namespace canopy::daemon {
@@ -113,25 +115,117 @@ ScalarArg parse_scalar(const json& s, const std::string& where) {
     bad(where + ": unknown scalar kind \"" + kind + "\"");
 }
 
-LaunchConfig parse_launch(const json& l, const std::string& where) {
+// {"grid": [x, y, z], "block": [x, y, z], "shared_bytes": n}; y and z default to 1, shared_bytes to 0. A module
+// kernel must give grid and block; its values are checked by validate_module_launch once the arguments are known.
+LaunchConfig parse_launch(const json& l, const std::string& where, bool module) {
     LaunchConfig launch{{1, 1, 1}, {1, 1, 1}, 0, 0};
     if (!l.is_object()) {
         bad(where + ": expected an object");
     }
-    for (const char* key : {"grid", "block"}) {
-        if (l.contains(key)) {
-            const auto v = dims(l[key], where + "." + key);
-            if (v.size() > 3) {
-                bad(where + "." + key + ": at most 3 dimensions");
-            }
-            auto* out = std::string(key) == "grid" ? launch.grid : launch.block;
-            for (std::size_t i = 0; i < v.size(); ++i) {
-                out[i] = v[i];
-            }
+    for (const auto& [key, value] : l.items()) {
+        if (key != "grid" && key != "block" && key != "shared_bytes") {
+            bad(where + ": unknown key \"" + key + "\"");
         }
     }
-    launch.shared_bytes = static_cast<std::uint32_t>(uint_member(l, "shared_bytes", where, 0));
+    for (const char* key : {"grid", "block"}) {
+        if (!l.contains(key)) {
+            if (module) {
+                bad(where + ": missing \"" + key + "\" (a module kernel states its launch shape)");
+            }
+            continue;
+        }
+        const json& v = l[key];
+        if (!v.is_array() || v.empty() || v.size() > 3) {
+            bad(where + "." + key + ": expected an array of 1 to 3 integers [x, y, z]");
+        }
+        auto* out = std::string(key) == "grid" ? launch.grid : launch.block;
+        for (std::size_t i = 0; i < v.size(); ++i) {
+            if (!v[i].is_number_integer() || v[i].get<std::int64_t>() < 1 || v[i].get<std::int64_t>() > UINT32_MAX) {
+                bad(where + "." + key + "[" + std::to_string(i) + "]: expected an integer >= 1, got " + v[i].dump());
+            }
+            out[i] = v[i].get<std::uint32_t>();
+        }
+    }
+    const std::uint64_t shared = uint_member(l, "shared_bytes", where, 0);
+    if (shared > UINT32_MAX) {
+        bad(where + ".shared_bytes: " + std::to_string(shared) + " is above the limit of " +
+            std::to_string(MAX_SHARED_BYTES));
+    }
+    launch.shared_bytes = static_cast<std::uint32_t>(shared);
     return launch;
+}
+
+// The kind a parameter of a module kernel declares: "tensor", or the scalar kind it takes by value.
+enum class ParamKind { TENSOR, FLOAT32, FLOAT64, INT64 };
+
+const char* param_name(ParamKind kind) {
+    switch (kind) {
+    case ParamKind::TENSOR:
+        return "tensor";
+    case ParamKind::FLOAT32:
+        return "float32";
+    case ParamKind::FLOAT64:
+        return "float64";
+    case ParamKind::INT64:
+        return "int64";
+    }
+    return "?";
+}
+
+std::vector<ParamKind> parse_params(const json& p, const std::string& where) {
+    if (!p.is_array()) {
+        bad(where + ": expected an array of \"tensor\", \"float32\", \"float64\" or \"int64\"");
+    }
+    if (p.size() > MAX_MODULE_PARAMS) {
+        bad(where + ": " + std::to_string(p.size()) + " parameters, at most " + std::to_string(MAX_MODULE_PARAMS));
+    }
+    std::vector<ParamKind> out;
+    for (std::size_t i = 0; i < p.size(); ++i) {
+        const std::size_t before = out.size();
+        for (ParamKind kind : {ParamKind::TENSOR, ParamKind::FLOAT32, ParamKind::FLOAT64, ParamKind::INT64}) {
+            if (p[i].is_string() && p[i].get<std::string>() == param_name(kind)) {
+                out.push_back(kind);
+            }
+        }
+        if (out.size() == before) {
+            bad(where + "[" + std::to_string(i) +
+                "]: expected \"tensor\", \"float32\", \"float64\" or \"int64\", got " + p[i].dump());
+        }
+    }
+    return out;
+}
+
+ParamKind kind_of(const ScalarArg& s) {
+    return s.kind == ScalarKind::FLOAT32   ? ParamKind::FLOAT32
+           : s.kind == ScalarKind::FLOAT64 ? ParamKind::FLOAT64
+                                           : ParamKind::INT64;
+}
+
+// Checks the declared parameters against the arguments, one to one in order and kind, and sets the launch's
+// scalar_slots from them. `is_scalar[i]` says whether args[i] is a scalar; scalars are in argument order.
+void bind_params(const std::vector<ParamKind>& params, const std::vector<bool>& is_scalar, const TaskArgs& args,
+                 LaunchConfig& launch, const std::string& where) {
+    if (params.size() != is_scalar.size()) {
+        bad(where + ".params: " + std::to_string(params.size()) + " parameters for " +
+            std::to_string(is_scalar.size()) + " arguments; they match one to one");
+    }
+    std::size_t scalar = 0;
+    launch.scalar_slots = 0;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+        const std::string at = where + ".params[" + std::to_string(i) + "]";
+        if (!is_scalar[i]) {
+            if (params[i] != ParamKind::TENSOR) {
+                bad(at + ": expected \"tensor\" for a tensor argument, got \"" + param_name(params[i]) + "\"");
+            }
+            continue;
+        }
+        const ParamKind given = kind_of(args.scalars[scalar++]);
+        if (params[i] != given) {
+            bad(at + ": expected \"" + param_name(given) + "\" for " + (given == ParamKind::INT64 ? "an " : "a ") +
+                param_name(given) + " scalar argument, got \"" + param_name(params[i]) + "\"");
+        }
+        launch.scalar_slots |= 1u << i;
+    }
 }
 
 } // namespace
@@ -168,7 +262,7 @@ ParsedTask parse_task(const json& task, const BufferResolver& resolve, const std
         bad(where + ": expected a task object");
     }
     for (const auto& [key, value] : task.items()) {
-        if (key != "name" && key != "kernel" && key != "on" && key != "args" && key != "launch") {
+        if (key != "name" && key != "kernel" && key != "on" && key != "args" && key != "launch" && key != "params") {
             bad(where + ": unknown key \"" + key + "\"");
         }
     }
@@ -176,9 +270,29 @@ ParsedTask parse_task(const json& task, const BufferResolver& resolve, const std
     out.request.kernel = string_member(task, "kernel", where);
     out.request.worker = string_member(task, "on", where);
     out.name = task.contains("name") ? string_member(task, "name", where) : out.request.kernel;
-    if (task.contains("launch")) {
-        out.request.launch = parse_launch(task["launch"], where + ".launch");
+    const bool module = is_module_kernel(out.request.kernel);
+    if (module) {
+        try {
+            validate_module_kernel_name(out.request.kernel);
+        } catch (const WireError& e) {
+            bad(where + "." + e.field() + ": " + e.problem());
+        }
+        if (!task.contains("params")) {
+            bad(where + ": a module kernel (NAME:function) needs \"params\", one kind per argument");
+        }
+        if (!task.contains("launch")) {
+            bad(where + ": a module kernel (NAME:function) needs \"launch\": {\"grid\": [...], \"block\": [...]}");
+        }
+    } else if (task.contains("params")) {
+        bad(where + ".params: only module kernels (NAME:function) declare params; '" + out.request.kernel +
+            "' is a built-in");
     }
+    if (task.contains("launch")) {
+        out.request.launch = parse_launch(task["launch"], where + ".launch", module);
+    }
+    const std::vector<ParamKind> params =
+        module ? parse_params(task["params"], where + ".params") : std::vector<ParamKind>{};
+    std::vector<bool> is_scalar;
     const json& args = task.contains("args") ? task["args"] : json::array();
     if (!args.is_array()) {
         bad(where + ".args: expected an array");
@@ -186,8 +300,9 @@ ParsedTask parse_task(const json& task, const BufferResolver& resolve, const std
     for (std::size_t i = 0; i < args.size(); ++i) {
         const std::string at = where + ".args[" + std::to_string(i) + "]";
         const json& a = args[i];
+        is_scalar.push_back(a.is_object() && a.contains("scalar"));
         if (a.is_object() && a.contains("tensor")) {
-            if (!out.request.args.scalars.empty()) {
+            if (!module && !out.request.args.scalars.empty()) {
                 bad(at + ": tensor arguments come before scalars");
             }
             const TensorTag tag = parse_tag(string_member(a, "tag", at), at);
@@ -201,6 +316,15 @@ ParsedTask parse_task(const json& task, const BufferResolver& resolve, const std
     if (out.request.args.tensors.size() > MAX_TENSOR_ARGS || out.request.args.scalars.size() > MAX_SCALAR_ARGS) {
         bad(where + ".args: at most " + std::to_string(MAX_TENSOR_ARGS) + " tensors and " +
             std::to_string(MAX_SCALAR_ARGS) + " scalars");
+    }
+    if (module) {
+        bind_params(params, is_scalar, out.request.args, out.request.launch, where);
+        try {
+            validate_module_launch(out.request.launch, out.request.args.tensors.size(),
+                                   out.request.args.scalars.size());
+        } catch (const WireError& e) {
+            bad(where + "." + e.field() + ": " + e.problem());
+        }
     }
     return out;
 }
@@ -228,6 +352,10 @@ json buffer_json(const BufferInfo& info) {
             {"nbytes", d.nbytes},          {"access", access_short(d.access)},
             {"device", d.device},          {"world", info.world},
             {"name", info.name},           {"creator", info.creator}};
+}
+
+json module_json(const ModuleInfo& m) {
+    return {{"name", m.name}, {"bytes", m.bytes}, {"format", to_string(m.format)}, {"chips", m.chips}};
 }
 
 json worker_json(const WorkerStatus& w) {

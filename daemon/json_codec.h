@@ -36,6 +36,8 @@ std::string access_short(Access a);
 
 nlohmann::json buffer_json(const BufferInfo& info);
 nlohmann::json worker_json(const WorkerStatus& w);
+// {"name", "bytes", "format": "ptx"|"cubin"|"fatbin", "chips": [paths]}
+nlohmann::json module_json(const ModuleInfo& m);
 
 // Required / optional typed members with errors naming `where.key`; throw RequestError(BAD_REQUEST).
 const nlohmann::json& member(const nlohmann::json& object, const char* key, const std::string& where);

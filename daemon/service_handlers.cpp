@@ -144,6 +144,10 @@ void Service::handle(const json& request, const Peer& /*peer*/, Reply reply) {
         } else if (op == "buffer.show") {
             result = {{"buffer", buffer_json(live_buffer(request))}};
         } else if (op == "buffer.release") {
+            if (const auto module = supervisor_.module_of_buffer(live_buffer(request).descriptor.identity)) {
+                bad("buffer " + string_member(request, "buffer", "request") + " holds the image of module " + *module +
+                    "; it is released when the module is replaced or the daemon stops");
+            }
             const auto warning = supervisor_.release_buffer(live_buffer(request).descriptor.identity);
             if (warning) {
                 result["warning"] = *warning;
@@ -157,7 +161,14 @@ void Service::handle(const json& request, const Peer& /*peer*/, Reply reply) {
         } else if (op == "metrics") {
             result = {{"text", metrics_.render(supervisor_.status(), supervisor_.buffers())}};
         } else if (op == "module.load") {
-            result = handle_module_load(request);
+            handle_module_load(request, reply); // answered when every cuda chip loaded it
+            return;
+        } else if (op == "module.list") {
+            json list = json::array();
+            for (const auto& m : supervisor_.modules()) {
+                list.push_back(module_json(m));
+            }
+            result = {{"modules", list}};
         } else if (op == "shutdown") {
             reply(json::object());
             request_stop();
@@ -394,12 +405,29 @@ void Service::transfer_through_chip(const BufferInfo& info, std::uint64_t offset
     }
 }
 
-json Service::handle_module_load(const json& request) {
-    (void)string_member(request, "name", "request");
-    if (!supervisor_.has_chip(ChildKind::CUDA_CHIP)) {
-        throw RequestError(ErrorCode::NO_CONSUMER, "module load: no cuda chip in this topology can load a module");
+void Service::handle_module_load(const json& request, const Reply& reply) {
+    const std::string name = string_member(request, "name", "request");
+    auto image = base64_decode(string_member(request, "data", "request"));
+    if (request.contains("format")) {
+        // Optional: a client's statement of the format, checked against the bytes (which alone decide).
+        const std::string stated = string_member(request, "format", "request");
+        if (stated != "ptx" && stated != "cubin" && stated != "fatbin") {
+            bad("format: expected \"ptx\", \"cubin\" or \"fatbin\", got \"" + stated + "\"");
+        }
+        const auto found = detect_module_format(image);
+        if (found && (stated == "ptx") != (*found == ModuleFormat::PTX)) {
+            bad("module " + name + ": format says " + stated + " but the image is " + to_string(*found));
+        }
     }
-    bad("module load: CUDA modules are not supported by this build yet");
+    log_->info("loading module {} ({} bytes)", name, image.size());
+    supervisor_.load_module_async(name, std::move(image), [reply, log = log_](ModuleLoadResult r) {
+        if (r.code != ErrorCode::OK) {
+            log->warn("{}", r.message);
+            reply(error_reply(error_code_name(r.code), r.message));
+            return;
+        }
+        reply(json{{"module", module_json(r.module)}});
+    });
 }
 
 } // namespace canopy::daemon

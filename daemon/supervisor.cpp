@@ -342,6 +342,7 @@ void Supervisor::control_loop(ChildSlot& slot, Incarnation& inc) {
             if (slot.live.get() == &inc && slot.state == WorkerState::STARTING) {
                 slot.state = WorkerState::RUNNING;
                 slot.running_since = Clock::now();
+                queue_module_replays_locked(slot);
                 fill_locked(slot);
             }
             break;

@@ -1,4 +1,5 @@
 #include "daemon/supervisor.h"
+#include "protocol/module_launch.h"
 #include "worker/kernels/builtin.h"
 
 #include <algorithm>
@@ -89,6 +90,10 @@ void Supervisor::check_request(const Route& route, const TaskRequest& request) c
         check_buffer(route, arg.tensor.buffer, i);
         check_access(arg, i);
         bound.push_back({&arg.tensor, arg.tag, nullptr});
+    }
+    if (is_module_kernel(request.kernel)) {
+        check_module_kernel(route, request);
+        return;
     }
     check_pe(request);
     if (request.kernel == "illegal_address") {

@@ -3,6 +3,7 @@
 #include "ipc/child_message.h"
 #include "ipc/fd_passing.h"
 #include "ipc/sys_error.h"
+#include "protocol/module_launch.h"
 #include "protocol/task_args.h"
 #include "worker/import_registry.h"
 
@@ -34,7 +35,7 @@ TaskOutcome run_frame(const TaskFrame& frame, FrameRunner& runner) {
         return {ErrorCode::INVALID_TENSOR,
                 "header.total_len: blob length " + std::to_string(frame.blob_len) + " exceeds the frame"};
     }
-    return runner.run(kernel, std::span<const std::byte>(frame.blob, frame.blob_len));
+    return runner.run(kernel, frame.launch, std::span<const std::byte>(frame.blob, frame.blob_len));
 }
 
 // The CPU worker of sim chips and subs: kernels run on this thread over host mappings.
@@ -53,11 +54,14 @@ public:
         return serve_frames(mailbox_, *this);
     }
 
-    TaskOutcome run(std::string_view kernel, std::span<const std::byte> blob) override {
+    TaskOutcome run(std::string_view kernel, const LaunchConfig& /*launch*/, std::span<const std::byte> blob) override {
         try {
             if (kernel == "@release") {
                 imports_.release(decode_release(blob));
                 return {};
+            }
+            if (auto refused = refuse_module(spec_, kernel)) {
+                return *refused;
             }
             decode_task_args_into(blob, args_);
             if (kernel == "@vmm_create") {
@@ -214,6 +218,20 @@ TaskOutcome outcome_of_current_exception(std::string_view kernel) {
     } catch (...) {
         return {ErrorCode::KERNEL_FAILED, std::string(kernel) + ": unknown exception"};
     }
+}
+
+std::optional<TaskOutcome> refuse_module(const WorkerSpec& spec, std::string_view kernel) {
+    const std::string who = std::string(spec.kind == kernels::WorkerKind::CHIP ? "sim chip " : "sub ") + spec.path;
+    if (kernel.starts_with(MODULE_LOAD_FRAME) || kernel.starts_with(MODULE_UNLOAD_FRAME)) {
+        const std::string_view name = kernel.substr(kernel.find(':') + 1);
+        return TaskOutcome{ErrorCode::UNKNOWN_KERNEL,
+                           who + " cannot load module " + std::string(name) + " (module kernels run on cuda chips)"};
+    }
+    if (!kernel.starts_with("@") && is_module_kernel(kernel)) {
+        return TaskOutcome{ErrorCode::UNKNOWN_KERNEL, who + " cannot run module kernel " + std::string(kernel) +
+                                                          " (module kernels run on cuda chips)"};
+    }
+    return std::nullopt;
 }
 
 CanonicalIdentity decode_release(std::span<const std::byte> blob) {

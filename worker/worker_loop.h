@@ -29,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -63,12 +64,18 @@ struct TaskOutcome {
 };
 
 // What one worker kind does with a frame: `kernel` is the frame's kernel name (a control frame's starts with
-// '@'), `blob` its TaskArgs bytes, at most MAX_TASK_ARGS_BYTES and not yet decoded. Must not throw.
+// '@'), `launch` its launch configuration (read by module kernels only), `blob` its TaskArgs bytes, at most
+// MAX_TASK_ARGS_BYTES and not yet decoded. Must not throw.
 class FrameRunner {
 public:
     virtual ~FrameRunner() = default;
-    virtual TaskOutcome run(std::string_view kernel, std::span<const std::byte> blob) = 0;
+    virtual TaskOutcome run(std::string_view kernel, const LaunchConfig& launch, std::span<const std::byte> blob) = 0;
 };
+
+// The refusal of a CPU worker (a sim chip or a sub) for a module kernel (NAME:function) or a module control frame
+// (@module_load:NAME, @module_unload:NAME): UNKNOWN_KERNEL, "sim chip /chip1 cannot run module kernel m:f
+// (module kernels run on cuda chips)". nullopt for any other kernel.
+std::optional<TaskOutcome> refuse_module(const WorkerSpec& spec, std::string_view kernel);
 
 // Serves `mailbox` until shutdown is requested: takes each READY frame in ring order, fails a frame with a
 // stale trailer (BAD_REQUEST) or a blob longer than the frame (INVALID_TENSOR) without running it, hands every

@@ -9,6 +9,7 @@
 #include "worker/cuda/chip_buffers.h"
 #include "worker/cuda/fatbin.h"
 #include "worker/cuda/launcher.h"
+#include "worker/cuda/user_modules.h"
 
 #include <cstdio>
 #include <optional>
@@ -35,20 +36,25 @@ public:
         : spec_(spec), control_(control), driver_(driver), context_(driver, static_cast<int>(device)), stream_(driver),
           module_(driver, kernel_image()), launcher_(driver, module_), mailbox_(mailbox_fd, spec.generation),
           buffers_(driver, spec.path, static_cast<int>(device),
-                   [control](const BufferDescriptor& d) { return request_fds(control, d); }) {}
+                   [control](const BufferDescriptor& d) { return request_fds(control, d); }),
+          modules_(driver, spec.path, static_cast<int>(device)) {}
 
     int serve() {
         send_ready(control_);
         return serve_frames(mailbox_, *this);
     }
 
-    TaskOutcome run(std::string_view kernel, std::span<const std::byte> blob) override {
+    TaskOutcome run(std::string_view kernel, const LaunchConfig& launch, std::span<const std::byte> blob) override {
         try {
             if (kernel == "@release") {
                 buffers_.release(decode_release(blob));
                 return {};
             }
             decode_task_args_into(blob, args_);
+            if (run_module_frame(kernel)) {
+                return {};
+            }
+            launch_ = launch;
             if (kernel == "@vmm_create") {
                 create_vmm();
                 return {};
@@ -88,7 +94,25 @@ private:
         send_fd_offer(control_, *request.descriptor, request.rank, fd.get());
     }
 
+    // @module_load:NAME and @module_unload:NAME (worker/cuda/user_modules.h); false for any other kernel.
+    bool run_module_frame(std::string_view kernel) {
+        if (kernel.starts_with(MODULE_LOAD_FRAME)) {
+            modules_.load(kernel.substr(MODULE_LOAD_FRAME.size()), args_);
+            return true;
+        }
+        if (kernel.starts_with(MODULE_UNLOAD_FRAME)) {
+            modules_.unload(kernel.substr(MODULE_UNLOAD_FRAME.size()));
+            return true;
+        }
+        return false;
+    }
+
     void execute(std::string_view kernel) {
+        if (is_module_kernel(kernel)) {
+            modules_.launch(kernel, launch_, args_, device_bases_, stream_.get());
+            stream_.synchronize();
+            return;
+        }
         if (kernel == "illegal_address") {
             run_illegal_address();
             return;
@@ -211,6 +235,9 @@ private:
     std::vector<kernels::BoundTensor> bound_;
     std::vector<std::uint64_t> device_bases_;
     kernels::PeerTable table_{};
+    // Declared last, so destroyed first: every user module unloads while the context lives.
+    UserModules modules_;
+    LaunchConfig launch_{};
 };
 
 std::string gpus(int count) {
