@@ -1,0 +1,163 @@
+// bench_gpu_dispatch: what canopy adds to running a GPU kernel (docs/performance.md).
+//   direct launch   baseline: the empty kernel of tests/cuda/user_module.cu loaded in this process and launched
+//                   with cuLaunchKernel + cuStreamSynchronize through canopy's cuda/ wrappers
+//   canopy module   the same kernel as a module task (bench:empty, loaded with Supervisor::load_module):
+//                   Supervisor::run on a cuda chip, one process per chip, from submit to the result
+//   canopy sleep_ms(0)  the dispatch path alone on the same cuda chip (a built-in that runs on its CPU)
+// Each is timed call by call: 200 warm-up calls, then 2000 timed ones; the table gives median and p10-p90 per
+// call and the ratio to the baseline, the last lines the median canopy adds against the target of 10 us.
+// The supervisor (and its zygote) starts before this process initializes CUDA, as a forked process cannot use
+// a CUDA context of its parent. Without a GPU, or in a build without the CUDA Toolkit, it prints a "skipped:"
+// line and exits 0.
+#include "bench.h"
+#include "cuda/context.h"
+#include "cuda/module.h"
+#include "cuda/stream.h"
+#include "daemon/supervisor.h"
+#include "tests/cuda/user_module.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+using namespace canopy;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int WARM_UP = 200;
+constexpr int CALLS = 2000;
+constexpr double TARGET_ADDED_US = 10.0;
+
+// The number of GPUs a forked child sees, or -1 and the driver's error; this process never touches CUDA here.
+std::pair<int, std::string> probe_gpus() {
+    int fds[2];
+    if (::pipe(fds) != 0) {
+        return {-1, "pipe failed"};
+    }
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::close(fds[0]);
+        std::string answer;
+        try {
+            answer = std::to_string(cuda::device_count(cuda::Driver::get()));
+        } catch (const std::exception& e) {
+            answer = std::string("-1 ") + e.what();
+        }
+        (void)!::write(fds[1], answer.data(), answer.size());
+        ::_exit(0);
+    }
+    ::close(fds[1]);
+    std::string text;
+    char buf[512];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) {
+        text.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(fds[0]);
+    ::waitpid(pid, nullptr, 0);
+    if (text.empty() || text.rfind("-1 ", 0) == 0) {
+        return {-1, text.empty() ? "the probe process said nothing" : text.substr(3)};
+    }
+    return {std::stoi(text), ""};
+}
+
+// Median and p10/p90 of per-call times; `call` runs once per sample.
+template <class F>
+bench::Result per_call(F&& call) {
+    for (int i = 0; i < WARM_UP; ++i) {
+        call();
+    }
+    std::vector<double> ns(CALLS);
+    for (double& sample : ns) {
+        const auto start = Clock::now();
+        call();
+        sample =
+            static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+    }
+    std::sort(ns.begin(), ns.end());
+    return {bench::detail::percentile(ns, 50), bench::detail::percentile(ns, 10), bench::detail::percentile(ns, 90), 1,
+            ns.size()};
+}
+
+daemon::SupervisorOptions one_cuda_chip(const std::filesystem::path& state) {
+    daemon::SupervisorOptions o;
+    o.name = "bench";
+    o.path = "/";
+    o.state_dir = state;
+    o.children.push_back({"chip0", daemon::ChildKind::CUDA_CHIP, 0, {}});
+    return o;
+}
+
+void require_ok(const daemon::TaskResult& r) {
+    if (!r.ok()) {
+        std::fprintf(stderr, "bench_gpu_dispatch: task failed: %s: %s\n", std::string(error_code_name(r.code)).c_str(),
+                     r.message.c_str());
+        std::exit(1);
+    }
+}
+
+} // namespace
+
+int main() {
+    if (testing::user_module_ptx().empty()) {
+        std::printf("bench_gpu_dispatch: skipped: no GPU kernels (built without the CUDA Toolkit)\n");
+        return 0;
+    }
+    const auto [gpus, why] = probe_gpus();
+    if (gpus < 1) {
+        std::printf("bench_gpu_dispatch: skipped: no GPU (%s)\n", gpus < 0 ? why.c_str() : "0 visible");
+        return 0;
+    }
+    char tmpl[] = "/tmp/canopy-bench-gpu-XXXXXX";
+    const std::filesystem::path state = ::mkdtemp(tmpl);
+    std::printf("bench_gpu_dispatch: %d GPU(s), %d CPUs online; %d calls after %d warm-up calls each\n\n", gpus,
+                static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)), CALLS, WARM_UP);
+    int rc = 0;
+    {
+        daemon::Supervisor sup(one_cuda_chip(state));
+        sup.start();
+        (void)sup.load_module("bench", testing::user_module_image());
+        daemon::TaskRequest module_task;
+        module_task.kernel = "bench:empty";
+        module_task.worker = "chip0";
+        module_task.launch = LaunchConfig{{1, 1, 1}, {1, 1, 1}, 0, 0};
+        daemon::TaskRequest host_task;
+        host_task.kernel = "sleep_ms";
+        host_task.worker = "chip0";
+        host_task.args.scalars.push_back(ScalarArg::i64(0));
+        const bench::Result canopy = per_call([&] { require_ok(sup.run(module_task)); });
+        const bench::Result dispatch = per_call([&] { require_ok(sup.run(host_task)); });
+
+        // The baseline, in this process, after the supervisor's zygote was forked.
+        const cuda::Driver& driver = cuda::Driver::get();
+        const cuda::PrimaryContext context(driver, 0);
+        const cuda::Stream stream(driver);
+        auto image = testing::user_module_image();
+        image.push_back(std::byte{0});
+        const cuda::Module module = cuda::Module::load_logged(driver, image, "module bench");
+        const cuda::CuFunction empty = module.function("empty");
+        const bench::Result direct = per_call([&] {
+            cuda::launch(driver, empty, {1, 1, 1}, {1, 1, 1}, 0, stream.get(), nullptr);
+            stream.synchronize();
+        });
+
+        bench::print_header();
+        bench::print_row("direct launch + sync (this process)", direct, "direct launch", direct);
+        bench::print_row("canopy module task bench:empty (Supervisor::run)", canopy, "direct launch", direct);
+        bench::print_row("canopy sleep_ms(0) on the cuda chip (dispatch only)", dispatch, "direct launch", direct);
+        const double added_us = (canopy.median_ns - direct.median_ns) / 1000.0;
+        std::printf("\ndirect median %.2f us, canopy median %.2f us: canopy adds %.2f us at the median\n",
+                    direct.median_ns / 1000.0, canopy.median_ns / 1000.0, added_us);
+        std::printf("target added <= %.0f us at the median: %s\n", TARGET_ADDED_US,
+                    added_us <= TARGET_ADDED_US ? "met" : "missed");
+        sup.stop();
+    }
+    std::filesystem::remove_all(state);
+    return rc;
+}
