@@ -54,39 +54,18 @@ public:
         return serve_frames(mailbox_, *this);
     }
 
-    TaskOutcome run(std::string_view kernel, const LaunchConfig& /*launch*/, std::span<const std::byte> blob) override {
-        try {
-            if (kernel == "@release") {
-                imports_.release(decode_release(blob));
-                return {};
-            }
-            if (auto refused = refuse_module(spec_, kernel)) {
-                return *refused;
-            }
-            decode_task_args_into(blob, args_);
-            if (kernel == "@vmm_create") {
-                create_vmm();
-                return {};
-            }
-            bind_arguments();
-            if (kernel == "@noop") {
-                return {};
-            }
-            if (!kernel.empty() && kernel[0] == '@') {
-                return {ErrorCode::UNKNOWN_KERNEL, "unknown control frame " + std::string(kernel)};
-            }
-            const kernels::KernelCall call{kernel, bound_, args_.scalars, peer_table()};
-            kernels::run_builtin(spec_.kind, call, spec_.fault_kernels);
-            return {};
-        } catch (...) {
-            return outcome_of_current_exception(kernel);
-        }
+private:
+    void release(const CanonicalIdentity& id) override { imports_.release(id); }
+
+    std::optional<TaskOutcome> refuse(std::string_view kernel) override { return refuse_module(spec_, kernel); }
+
+    void execute(std::string_view kernel, const LaunchConfig& /*launch*/) override {
+        const kernels::KernelCall call{kernel, bound_, args_.scalars, peer_table()};
+        kernels::run_builtin(spec_.kind, call, spec_.fault_kernels);
     }
 
-private:
     // A sim chip's device memory is a memfd of the buffer's size; the parent holds it from then on.
-    void create_vmm() {
-        const VmmCreate request = decode_vmm_create(args_);
+    void create_vmm(const VmmCreate& request) override {
         const BufferDescriptor& d = *request.descriptor;
         if (spec_.kind != kernels::WorkerKind::CHIP || Backend{d.backend} != Backend::SIM_VMM) {
             throw kernels::KernelError(ErrorCode::BAD_REQUEST, std::string(kernels::to_string(spec_.kind)) + " " +
@@ -111,7 +90,7 @@ private:
         return &table_;
     }
 
-    void bind_arguments() {
+    void bind() override {
         bound_.clear();
         for (const TensorArg& arg : args_.tensors) {
             bound_.push_back({&arg.tensor, arg.tag, imports_.materialize(arg.tensor.buffer)});
@@ -122,7 +101,6 @@ private:
     ipc::UniqueFd control_;
     ipc::MailboxChild mailbox_;
     ImportRegistry imports_;
-    TaskArgs args_;
     std::vector<kernels::BoundTensor> bound_;
     kernels::PeerTable table_{};
 };
@@ -187,6 +165,42 @@ std::uint64_t monotonic_ns() noexcept {
     timespec ts{};
     ::clock_gettime(CLOCK_MONOTONIC, &ts);
     return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+TaskOutcome FrameRunner::run(std::string_view kernel, const LaunchConfig& launch,
+                             std::span<const std::byte> blob) noexcept {
+    try {
+        if (kernel == "@release") {
+            release(decode_release(blob));
+            return {};
+        }
+        if (auto refused = refuse(kernel)) {
+            return *refused;
+        }
+        decode_task_args_into(blob, args_);
+        if (kernel == "@vmm_create") {
+            create_vmm(decode_vmm_create(args_));
+            return {};
+        }
+        if (run_control(kernel)) {
+            return {};
+        }
+        bind();
+        if (kernel == "@noop") {
+            return {};
+        }
+        if (!kernel.empty() && kernel[0] == '@') {
+            return {ErrorCode::UNKNOWN_KERNEL, "unknown control frame " + std::string(kernel)};
+        }
+        execute(kernel, launch);
+        return {};
+    } catch (...) {
+        try {
+            return failure(kernel);
+        } catch (...) {
+            return {ErrorCode::KERNEL_FAILED, std::string(kernel) + ": an error could not be reported", false};
+        }
+    }
 }
 
 int serve_frames(ipc::MailboxChild& mailbox, FrameRunner& runner) {

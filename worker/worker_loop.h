@@ -63,13 +63,47 @@ struct TaskOutcome {
     bool exit_after = false;
 };
 
-// What one worker kind does with a frame: `kernel` is the frame's kernel name (a control frame's starts with
-// '@'), `launch` its launch configuration (read by module kernels only), `blob` its TaskArgs bytes, at most
-// MAX_TASK_ARGS_BYTES and not yet decoded. Must not throw.
+// The outcome for the exception being handled; call it only inside a catch block. A WireError, ImportError or
+// kernels::KernelError keeps its code and message; any other exception is KERNEL_FAILED "KERNEL: what()".
+TaskOutcome outcome_of_current_exception(std::string_view kernel);
+
+// An @vmm_create frame's request: the new buffer's descriptor (inside `args`) and its rank in a symmetric
+// buffer, or ipc::NOT_SYMMETRIC.
+struct VmmCreate {
+    const BufferDescriptor* descriptor;
+    std::uint16_t rank;
+};
+// Throws KernelError(BAD_REQUEST) for arguments that are not one OUTPUT tensor and at most one int64 rank.
+VmmCreate decode_vmm_create(const TaskArgs& args);
+
+// What one worker kind does with a frame. run() is the one dispatch every worker kind shares, and never throws:
+//   @release           release(the identity)
+//   refuse(kernel)     a frame this kind refuses before decoding (e.g. module frames on CPU workers)
+//   decode             decode_task_args_into(blob, args_): validate_tensor on every argument, the one gate
+//   @vmm_create        create_vmm(the request)
+//   run_control()      the control frames this kind serves itself (e.g. @module_load:NAME on cuda chips)
+//   bind()             materialize every tensor of args_
+//   @noop              nothing more; any other '@' frame is UNKNOWN_KERNEL
+//   execute()          the kernel
+// An exception from any step becomes the outcome failure() makes of it. `kernel` is the frame's kernel name,
+// `launch` its launch configuration (read by module kernels only), `blob` its TaskArgs bytes, at most
+// MAX_TASK_ARGS_BYTES and not yet decoded.
 class FrameRunner {
 public:
     virtual ~FrameRunner() = default;
-    virtual TaskOutcome run(std::string_view kernel, const LaunchConfig& launch, std::span<const std::byte> blob) = 0;
+    TaskOutcome run(std::string_view kernel, const LaunchConfig& launch, std::span<const std::byte> blob) noexcept;
+
+protected:
+    virtual void release(const CanonicalIdentity& id) = 0;
+    virtual std::optional<TaskOutcome> refuse(std::string_view /*kernel*/) { return std::nullopt; }
+    virtual void create_vmm(const VmmCreate& request) = 0;
+    virtual bool run_control(std::string_view /*kernel*/) { return false; }
+    virtual void bind() = 0;
+    virtual void execute(std::string_view kernel, const LaunchConfig& launch) = 0;
+    // The outcome of the exception being handled (called inside a catch block).
+    virtual TaskOutcome failure(std::string_view kernel) { return outcome_of_current_exception(kernel); }
+
+    TaskArgs args_; // the frame being run, decoded
 };
 
 // The refusal of a CPU worker (a sim chip or a sub) for a module kernel (NAME:function) or a module control frame
@@ -82,10 +116,6 @@ std::optional<TaskOutcome> refuse_module(const WorkerSpec& spec, std::string_vie
 // other one to `runner`, and publishes the outcome. Returns 0 at shutdown, 1 after an outcome with exit_after.
 int serve_frames(ipc::MailboxChild& mailbox, FrameRunner& runner);
 
-// The outcome for the exception being handled; call it only inside a catch block. A WireError, ImportError or
-// kernels::KernelError keeps its code and message; any other exception is KERNEL_FAILED "KERNEL: what()".
-TaskOutcome outcome_of_current_exception(std::string_view kernel);
-
 // The identity an @release frame names. Throws KernelError(BAD_REQUEST) for a blob that is not one identity,
 // WireError for an invalid one.
 CanonicalIdentity decode_release(std::span<const std::byte> blob);
@@ -93,15 +123,6 @@ CanonicalIdentity decode_release(std::span<const std::byte> blob);
 // Asks the parent for the fd(s) of a VMM buffer by identity (FD_REQUEST) and waits for its FD_REPLY on
 // `control`. Throws ImportError with the parent's code and text when it refuses.
 VmmFds request_fds(int control, const BufferDescriptor& d);
-
-// An @vmm_create frame's request: the new buffer's descriptor (inside `args`) and its rank in a symmetric
-// buffer, or ipc::NOT_SYMMETRIC.
-struct VmmCreate {
-    const BufferDescriptor* descriptor;
-    std::uint16_t rank;
-};
-// Throws KernelError(BAD_REQUEST) for arguments that are not one OUTPUT tensor and at most one int64 rank.
-VmmCreate decode_vmm_create(const TaskArgs& args);
 
 // Hands the parent the fd of a VMM allocation this worker created for `d` (FD_OFFER), as rank `rank` of a
 // symmetric buffer or ipc::NOT_SYMMETRIC. Throws ipc::SysError.

@@ -44,30 +44,12 @@ public:
         return serve_frames(mailbox_, *this);
     }
 
-    TaskOutcome run(std::string_view kernel, const LaunchConfig& launch, std::span<const std::byte> blob) override {
+private:
+    void release(const CanonicalIdentity& id) override { buffers_.release(id); }
+
+    TaskOutcome failure(std::string_view kernel) override {
         try {
-            if (kernel == "@release") {
-                buffers_.release(decode_release(blob));
-                return {};
-            }
-            decode_task_args_into(blob, args_);
-            if (run_module_frame(kernel)) {
-                return {};
-            }
-            launch_ = launch;
-            if (kernel == "@vmm_create") {
-                create_vmm();
-                return {};
-            }
-            bind_arguments();
-            if (kernel == "@noop") {
-                return {};
-            }
-            if (!kernel.empty() && kernel[0] == '@') {
-                return {ErrorCode::UNKNOWN_KERNEL, "unknown control frame " + std::string(kernel)};
-            }
-            execute(kernel);
-            return {};
+            throw;
         } catch (const cuda::CudaError& e) {
             return cuda_failure(kernel, e);
         } catch (...) {
@@ -75,8 +57,7 @@ public:
         }
     }
 
-private:
-    void bind_arguments() {
+    void bind() override {
         bound_.clear();
         device_bases_.clear();
         for (const TensorArg& arg : args_.tensors) {
@@ -88,14 +69,13 @@ private:
 
     // @vmm_create: args = one OUTPUT tensor over the new buffer's descriptor, and for a rank of a symmetric
     // buffer one int64 scalar, the rank. Creates the allocation and hands its fd to the parent, which holds it.
-    void create_vmm() {
-        const VmmCreate request = decode_vmm_create(args_);
+    void create_vmm(const VmmCreate& request) override {
         const ipc::UniqueFd fd = buffers_.create_vmm(*request.descriptor, request.rank != ipc::NOT_SYMMETRIC);
         send_fd_offer(control_, *request.descriptor, request.rank, fd.get());
     }
 
     // @module_load:NAME and @module_unload:NAME (worker/cuda/user_modules.h); false for any other kernel.
-    bool run_module_frame(std::string_view kernel) {
+    bool run_control(std::string_view kernel) override {
         if (kernel.starts_with(MODULE_LOAD_FRAME)) {
             modules_.load(kernel.substr(MODULE_LOAD_FRAME.size()), args_);
             return true;
@@ -107,9 +87,9 @@ private:
         return false;
     }
 
-    void execute(std::string_view kernel) {
+    void execute(std::string_view kernel, const LaunchConfig& launch) override {
         if (is_module_kernel(kernel)) {
-            modules_.launch(kernel, launch_, args_, device_bases_, stream_.get());
+            modules_.launch(kernel, launch, args_, device_bases_, stream_.get());
             stream_.synchronize();
             return;
         }
@@ -231,13 +211,11 @@ private:
     Launcher launcher_;
     ipc::MailboxChild mailbox_;
     ChipBuffers buffers_;
-    TaskArgs args_;
     std::vector<kernels::BoundTensor> bound_;
     std::vector<std::uint64_t> device_bases_;
     kernels::PeerTable table_{};
     // Declared last, so destroyed first: every user module unloads while the context lives.
     UserModules modules_;
-    LaunchConfig launch_{};
 };
 
 std::string gpus(int count) {
