@@ -1,4 +1,5 @@
 #include "daemon/supervisor.h"
+#include "ipc/futex.h"
 #include "protocol/module_launch.h"
 #include "worker/kernels/builtin.h"
 
@@ -11,6 +12,9 @@ namespace canopy::daemon {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Spin iterations of run() before it blocks: about 20 us, the cost of a futex wake on a busy machine.
+constexpr int RUN_SPIN = 2000;
 
 kernels::WorkerKind worker_kind(ChildKind kind) {
     return kind == ChildKind::SUB ? kernels::WorkerKind::SUB : kernels::WorkerKind::CHIP;
@@ -245,10 +249,29 @@ void Supervisor::enqueue(ChildSlot& slot, PendingTask task) {
 }
 
 TaskResult Supervisor::run(TaskRequest request) {
-    std::promise<TaskResult> promise;
-    auto future = promise.get_future();
-    submit(std::move(request), [&promise](TaskResult r) { promise.set_value(std::move(r)); });
-    return future.get();
+    // The caller spins briefly before it blocks, like the mailbox's own waits: a short task's result then
+    // reaches it without a futex wake of this thread (several microseconds).
+    struct Rendezvous {
+        std::atomic<bool> ready{false};
+        TaskResult result;
+        std::mutex mu;
+        std::condition_variable cv;
+    };
+    auto meeting = std::make_shared<Rendezvous>();
+    submit(std::move(request), [meeting](TaskResult r) {
+        meeting->result = std::move(r);
+        {
+            std::lock_guard lock(meeting->mu);
+            meeting->ready.store(true, std::memory_order_release);
+        }
+        meeting->cv.notify_one();
+    });
+    for (int i = 0; i < RUN_SPIN && !meeting->ready.load(std::memory_order_acquire); ++i) {
+        ipc::cpu_relax();
+    }
+    std::unique_lock lock(meeting->mu);
+    meeting->cv.wait(lock, [&] { return meeting->ready.load(std::memory_order_acquire); });
+    return std::move(meeting->result);
 }
 
 void Supervisor::fill_locked(ChildSlot& slot) {

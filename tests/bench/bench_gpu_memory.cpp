@@ -1,12 +1,16 @@
 // bench_gpu_memory: bandwidth through canopy's buffers on a GPU, against the plain CUDA allocations they stand
-// in for, measured in the same run (medians of 31 transfers of 256 MiB each):
-//   device to device  a `copy` task between two CUDA_VMM buffers on a cuda chip (each made by the chip, exported
-//                     as an fd, imported and mapped again)  vs  cuMemcpyDtoD between two cuMemAlloc allocations
-//   host to device    a `copy` task from a POSIX_SHM buffer (registered once by the chip) into a CUDA_VMM buffer
+// in for, measured in the same run (medians of 31 transfers each):
+//   device to device  2 GiB: a `copy` task between two CUDA_VMM buffers on a cuda chip (each made by the chip,
+//                     exported as an fd, imported and mapped again)  vs  cuMemcpyDtoD between two cuMemAlloc
+//                     allocations
+//   host to device    256 MiB: a `copy` task from a POSIX_SHM buffer (registered once by the chip) into a CUDA_VMM
+//   buffer
 //                     vs  cuMemcpyHtoD from cuMemAllocHost memory into a cuMemAlloc allocation
-//   copy kernel       canopy's copy kernel (int64 elements) over an imported VMM mapping  vs  over cuMemAlloc
+//   copy kernel       256 MiB: canopy's copy kernel (int64 elements) over an imported VMM mapping  vs  over cuMemAlloc
 //                     memory, in this process
-// The canopy rows include a task's dispatch (tens of microseconds against milliseconds of transfer). The
+//   copy engine       256 MiB: cuMemcpyDtoD from an imported VMM mapping  vs  from cuMemAlloc memory, in this process
+// The canopy rows include a task's dispatch (about 20 microseconds), which is why the device-to-device copy, at
+// nearly 2 TB/s, moves 2 GiB: 1 ms of transfer against the dispatch. The
 // supervisor and its chip run first, then this process initializes CUDA for the baselines (a process that
 // initialized CUDA must not fork workers). Without a GPU it prints "skipped: ..." and exits 0.
 #include "bench.h"
@@ -31,7 +35,7 @@ using namespace canopy;
 namespace {
 
 constexpr std::size_t BYTES = std::size_t{256} << 20;
-constexpr std::uint32_t COUNT = BYTES / 8; // int64 elements
+constexpr std::size_t DEVICE_BYTES = std::size_t{2} << 30;
 
 // GPUs visible to a child process that loads the driver; -1 without a driver. This process stays CUDA-free.
 int probe_gpus() {
@@ -66,29 +70,32 @@ bench::Options transfer_options() {
     return o;
 }
 
-double gbps(const bench::Result& r) {
-    return static_cast<double>(BYTES) / r.median_ns;
+double gbps(const bench::Result& r, std::size_t bytes) {
+    return static_cast<double>(bytes) / r.median_ns;
 }
 
-void row(const char* what, const bench::Result& canopy_result, const char* baseline, const bench::Result& base) {
-    std::printf("| %s | %.1f GB/s (%.3f ms) | %s: %.1f GB/s (%.3f ms) | %.1f %% |\n", what, gbps(canopy_result),
-                canopy_result.median_ns / 1e6, baseline, gbps(base), base.median_ns / 1e6,
-                100.0 * base.median_ns / canopy_result.median_ns);
+void row(const char* what, std::size_t bytes, const bench::Result& canopy_result, const char* baseline,
+         const bench::Result& base) {
+    std::printf("| %s | %zu MiB | %.1f GB/s (%.3f ms) | %s: %.1f GB/s (%.3f ms) | %.1f %% |\n", what, bytes >> 20,
+                gbps(canopy_result, bytes), canopy_result.median_ns / 1e6, baseline, gbps(base, bytes),
+                base.median_ns / 1e6, 100.0 * base.median_ns / canopy_result.median_ns);
 }
 
-daemon::TaskRequest copy_task(const BufferDescriptor& in, const BufferDescriptor& out) {
+daemon::TaskRequest copy_task(const BufferDescriptor& in, const BufferDescriptor& out, std::size_t bytes) {
+    const auto count = static_cast<std::uint32_t>(bytes / 8); // int64 elements
     daemon::TaskRequest r;
     r.kernel = "copy";
     r.worker = "chip0";
-    r.args.tensors.push_back({make_tensor(in, DataType::INT64, {COUNT}), TensorTag::INPUT});
-    r.args.tensors.push_back({make_tensor(out, DataType::INT64, {COUNT}), TensorTag::OUTPUT});
+    r.args.tensors.push_back({make_tensor(in, DataType::INT64, {count}), TensorTag::INPUT});
+    r.args.tensors.push_back({make_tensor(out, DataType::INT64, {count}), TensorTag::OUTPUT});
     return r;
 }
 
-bench::Result through_canopy(daemon::Supervisor& sup, const BufferDescriptor& in, const BufferDescriptor& out) {
+bench::Result through_canopy(daemon::Supervisor& sup, const BufferDescriptor& in, const BufferDescriptor& out,
+                             std::size_t bytes) {
     return bench::measure(
         [&] {
-            const auto r = sup.run(copy_task(in, out));
+            const auto r = sup.run(copy_task(in, out, bytes));
             if (!r.ok()) {
                 std::fprintf(stderr, "copy task failed: %s\n", r.message.c_str());
                 std::exit(1);
@@ -117,11 +124,11 @@ int main() {
         o.children.push_back({"chip0", daemon::ChildKind::CUDA_CHIP, 0, {}});
         daemon::Supervisor sup(o);
         sup.start();
-        const auto a = sup.create_buffer({BYTES, Backend::CUDA_VMM, Access::READWRITE, "chip0", {}});
-        const auto b = sup.create_buffer({BYTES, Backend::CUDA_VMM, Access::READWRITE, "chip0", {}});
+        const auto a = sup.create_buffer({DEVICE_BYTES, Backend::CUDA_VMM, Access::READWRITE, "chip0", {}});
+        const auto b = sup.create_buffer({DEVICE_BYTES, Backend::CUDA_VMM, Access::READWRITE, "chip0", {}});
         const auto host = sup.create_buffer({BYTES, Backend::POSIX_SHM, Access::READWRITE, "", {}});
-        vmm_copy = through_canopy(sup, a, b);
-        shm_to_vmm = through_canopy(sup, host, b);
+        vmm_copy = through_canopy(sup, a, b, DEVICE_BYTES);
+        shm_to_vmm = through_canopy(sup, host, b, BYTES);
         sup.stop();
     }
     std::filesystem::remove_all(state);
@@ -129,11 +136,11 @@ int main() {
     const cuda::Driver& driver = cuda::Driver::get();
     cuda::PrimaryContext context(driver, 0);
     cuda::Stream stream(driver);
-    const cuda::DeviceAllocation x(driver, BYTES);
-    const cuda::DeviceAllocation y(driver, BYTES);
+    const cuda::DeviceAllocation x(driver, DEVICE_BYTES);
+    const cuda::DeviceAllocation y(driver, DEVICE_BYTES);
     const auto dtod = bench::measure(
         [&] {
-            CANOPY_CU(driver, cuMemcpyAsync, y.get(), x.get(), BYTES, stream.get());
+            CANOPY_CU(driver, cuMemcpyAsync, y.get(), x.get(), DEVICE_BYTES, stream.get());
             stream.synchronize();
         },
         transfer_options());
@@ -161,7 +168,7 @@ int main() {
     id.buffer_id = 1;
     id.generation = 1;
     const auto d = make_vmm_descriptor(Backend::CUDA_VMM, id, BYTES, Access::READWRITE, 0);
-    const Tensor whole = make_tensor(d, DataType::INT64, {COUNT});
+    const Tensor whole = make_tensor(d, DataType::INT64, {static_cast<std::uint32_t>(BYTES / 8)});
     const std::vector<kernels::BoundTensor> bound{{&whole, TensorTag::INPUT, nullptr},
                                                   {&whole, TensorTag::OUTPUT, nullptr}};
     const kernels::KernelCall call{"copy", bound, {}, nullptr};
@@ -176,10 +183,21 @@ int main() {
     };
     const auto kernel_vmm = kernel_copy(mapping.address(), y.get());
     const auto kernel_alloc = kernel_copy(x.get(), y.get());
+    auto engine_copy = [&](std::uint64_t from, std::uint64_t to) {
+        return bench::measure(
+            [&] {
+                CANOPY_CU(driver, cuMemcpyAsync, to, from, BYTES, stream.get());
+                stream.synchronize();
+            },
+            transfer_options());
+    };
+    const auto engine_vmm = engine_copy(mapping.address(), y.get());
+    const auto engine_alloc = engine_copy(x.get(), y.get());
 
-    std::printf("| transfer of 256 MiB | canopy | baseline (same run) | canopy vs baseline |\n|---|---|---|---|\n");
-    row("device to device: copy task, CUDA_VMM to CUDA_VMM", vmm_copy, "cuMemcpyDtoD, cuMemAlloc", dtod);
-    row("host to device: copy task, POSIX_SHM to CUDA_VMM", shm_to_vmm, "cuMemcpyHtoD, cuMemAllocHost", htod);
-    row("copy kernel: imported VMM mapping to cuMemAlloc", kernel_vmm, "cuMemAlloc to cuMemAlloc", kernel_alloc);
+    std::printf("| transfer | size | canopy | baseline (same run) | canopy vs baseline |\n|---|---|---|---|---|\n");
+    row("device to device: copy task, CUDA_VMM to CUDA_VMM", DEVICE_BYTES, vmm_copy, "cuMemcpyDtoD, cuMemAlloc", dtod);
+    row("host to device: copy task, POSIX_SHM to CUDA_VMM", BYTES, shm_to_vmm, "cuMemcpyHtoD, cuMemAllocHost", htod);
+    row("copy kernel: imported VMM mapping to cuMemAlloc", BYTES, kernel_vmm, "cuMemAlloc to cuMemAlloc", kernel_alloc);
+    row("copy engine: imported VMM mapping to cuMemAlloc", BYTES, engine_vmm, "cuMemAlloc to cuMemAlloc", engine_alloc);
     return 0;
 }
