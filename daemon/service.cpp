@@ -23,6 +23,8 @@ Service::Service(const config::Config& config, std::shared_ptr<spdlog::logger> l
       signals_(io_, SIGTERM, SIGINT) {}
 
 Service::~Service() {
+    // Slow requests finish (the supervisor has stopped, so they fail fast) while io_ can still take replies.
+    slow_.join();
     if (stopper_.joinable()) {
         stopper_.join();
     }

@@ -3,6 +3,7 @@
 #include "ipc/sys_error.h"
 #include "worker/worker_loop.h"
 
+#include <boost/asio/post.hpp>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -134,6 +135,24 @@ void Service::handle(const json& request, const Peer& /*peer*/, Reply reply) {
         if (op == "status") {
             result = handle_status();
         } else if (op == "buffer.create") {
+            const std::string backend = request.contains("backend") && request["backend"].is_string()
+                                            ? request["backend"].get<std::string>()
+                                            : "";
+            if (backend == "vmm" || backend == "symmetric") {
+                // The chips of the buffer make it, after the tasks queued on them: answered from slow_.
+                boost::asio::post(slow_, [this, request, reply] {
+                    try {
+                        reply(handle_buffer_create(request));
+                    } catch (const RequestError& e) {
+                        reply(error_reply(error_code_name(e.code()), e.what()));
+                    } catch (const WireError& e) {
+                        reply(error_reply(error_code_name(e.code()), e.what()));
+                    } catch (const std::exception& e) {
+                        reply(error_reply("BAD_REQUEST", e.what()));
+                    }
+                });
+                return;
+            }
             result = handle_buffer_create(request);
         } else if (op == "buffer.list") {
             json list = json::array();

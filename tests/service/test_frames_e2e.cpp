@@ -233,3 +233,27 @@ TEST_CASE("submit, run and wait requests with bad arguments get BAD_REQUEST and 
         CHECK(d.cli({"status"}).rc == 0);
     }
 }
+
+TEST_CASE("a device buffer waiting for its busy chip does not hold up other clients", "[service][transfer]") {
+    Daemon d(e2e_config(2, 2));
+    RawClient busy(d.socket());
+    busy.send_frame(submit_sleep("chip0", 1500, true, 1).dump());
+    std::this_thread::sleep_for(100ms); // chip0 runs the sleep
+    // chip0 makes the buffer after its queued sleep: the reply waits for it.
+    RawClient creator(d.socket());
+    creator.send_frame(
+        json{{"op", "buffer.create"}, {"id", 2}, {"bytes", 4096}, {"backend", "vmm"}, {"on", "chip0"}}.dump());
+    // Meanwhile another client is served, and its reply comes while the creation still waits.
+    RawClient other(d.socket());
+    const json status = other.request({{"op", "status"}});
+    CHECK(status.at("ok") == true);
+    CHECK_FALSE(creator.read_reply(0ms).has_value());
+    const auto created = creator.read_reply(5000ms);
+    REQUIRE(created.has_value());
+    INFO(created->dump());
+    CHECK(created->at("id") == 2);
+    CHECK(created->at("buffer").at("backend") == "sim_vmm");
+    const auto slept = busy.read_reply(5000ms);
+    REQUIRE(slept.has_value());
+    CHECK(slept->at("task").at("state") == "completed");
+}
