@@ -118,6 +118,22 @@ std::string transfer_chip(const BufferInfo& info) {
     return info.world.empty() ? info.creator : info.world.front();
 }
 
+// The error reply for the exception being handled; call it only inside a catch block. A RequestError or
+// WireError keeps its code; anything else is BAD_REQUEST.
+json error_of_current_exception() {
+    try {
+        throw;
+    } catch (const RequestError& e) {
+        return error_reply(error_code_name(e.code()), e.what());
+    } catch (const WireError& e) {
+        return error_reply(error_code_name(e.code()), e.what());
+    } catch (const std::exception& e) {
+        return error_reply("BAD_REQUEST", e.what());
+    } catch (...) {
+        return error_reply("BAD_REQUEST", "an unknown error");
+    }
+}
+
 } // namespace
 
 void Service::handle(const json& request, const Peer& /*peer*/, Reply reply) {
@@ -143,12 +159,8 @@ void Service::handle(const json& request, const Peer& /*peer*/, Reply reply) {
                 boost::asio::post(slow_, [this, request, reply] {
                     try {
                         reply(handle_buffer_create(request));
-                    } catch (const RequestError& e) {
-                        reply(error_reply(error_code_name(e.code()), e.what()));
-                    } catch (const WireError& e) {
-                        reply(error_reply(error_code_name(e.code()), e.what()));
-                    } catch (const std::exception& e) {
-                        reply(error_reply("BAD_REQUEST", e.what()));
+                    } catch (...) {
+                        reply(error_of_current_exception());
                     }
                 });
                 return;
@@ -196,12 +208,8 @@ void Service::handle(const json& request, const Peer& /*peer*/, Reply reply) {
             bad("unknown op \"" + op + "\"");
         }
         reply(std::move(result));
-    } catch (const RequestError& e) {
-        reply(error_reply(error_code_name(e.code()), e.what()));
-    } catch (const WireError& e) {
-        reply(error_reply(error_code_name(e.code()), e.what()));
-    } catch (const std::exception& e) {
-        reply(error_reply("BAD_REQUEST", e.what()));
+    } catch (...) {
+        reply(error_of_current_exception());
     }
 }
 

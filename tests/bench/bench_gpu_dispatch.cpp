@@ -14,6 +14,7 @@
 #include "cuda/module.h"
 #include "cuda/stream.h"
 #include "daemon/supervisor.h"
+#include "tests/cuda/gpu_probe.h"
 #include "tests/cuda/user_module.h"
 
 #include <algorithm>
@@ -34,38 +35,6 @@ using Clock = std::chrono::steady_clock;
 constexpr int WARM_UP = 200;
 constexpr int CALLS = 2000;
 constexpr double TARGET_ADDED_US = 10.0;
-
-// The number of GPUs a forked child sees, or -1 and the driver's error; this process never touches CUDA here.
-std::pair<int, std::string> probe_gpus() {
-    int fds[2];
-    if (::pipe(fds) != 0) {
-        return {-1, "pipe failed"};
-    }
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        ::close(fds[0]);
-        std::string answer;
-        try {
-            answer = std::to_string(cuda::device_count(cuda::Driver::get()));
-        } catch (const std::exception& e) {
-            answer = std::string("-1 ") + e.what();
-        }
-        (void)!::write(fds[1], answer.data(), answer.size());
-        ::_exit(0);
-    }
-    ::close(fds[1]);
-    std::string text;
-    char buf[512];
-    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) {
-        text.append(buf, static_cast<std::size_t>(n));
-    }
-    ::close(fds[0]);
-    ::waitpid(pid, nullptr, 0);
-    if (text.empty() || text.rfind("-1 ", 0) == 0) {
-        return {-1, text.empty() ? "the probe process said nothing" : text.substr(3)};
-    }
-    return {std::stoi(text), ""};
-}
 
 // Median and p10/p90 of per-call times; `call` runs once per sample.
 template <class F>
@@ -109,7 +78,9 @@ int main() {
         std::printf("bench_gpu_dispatch: skipped: no GPU kernels (built without the CUDA Toolkit)\n");
         return 0;
     }
-    const auto [gpus, why] = probe_gpus();
+    const auto& probe = testing::gpu_probe();
+    const int gpus = probe.devices;
+    const std::string& why = probe.why;
     if (gpus < 1) {
         std::printf("bench_gpu_dispatch: skipped: no GPU (%s)\n", gpus < 0 ? why.c_str() : "0 visible");
         return 0;

@@ -20,6 +20,7 @@
 #include "cuda/stream.h"
 #include "cuda/vmm.h"
 #include "daemon/supervisor.h"
+#include "tests/cuda/gpu_probe.h"
 #include "worker/cuda/fatbin.h"
 #include "worker/cuda/launcher.h"
 
@@ -36,33 +37,6 @@ namespace {
 
 constexpr std::size_t BYTES = std::size_t{256} << 20;
 constexpr std::size_t DEVICE_BYTES = std::size_t{2} << 30;
-
-// GPUs visible to a child process that loads the driver; -1 without a driver. This process stays CUDA-free.
-int probe_gpus() {
-    int fds[2];
-    if (::pipe(fds) != 0) {
-        return -1;
-    }
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        int count = -1;
-        try {
-            const auto& driver = cuda::Driver::get();
-            count = cuda::device_count(driver);
-        } catch (const std::exception&) {
-        }
-        (void)!::write(fds[1], &count, sizeof count);
-        ::_exit(0);
-    }
-    ::close(fds[1]);
-    int count = -1;
-    if (::read(fds[0], &count, sizeof count) != sizeof count) {
-        count = -1;
-    }
-    ::close(fds[0]);
-    ::waitpid(pid, nullptr, 0);
-    return count;
-}
 
 bench::Options transfer_options() {
     bench::Options o;
@@ -107,9 +81,9 @@ bench::Result through_canopy(daemon::Supervisor& sup, const BufferDescriptor& in
 } // namespace
 
 int main() {
-    const int gpus = probe_gpus();
-    if (gpus < 1) {
-        std::printf("skipped: no GPU (the CUDA driver %s)\n", gpus < 0 ? "did not load" : "sees no device");
+    const auto& probe = testing::gpu_probe();
+    if (probe.devices < 1) {
+        std::printf("skipped: no GPU (%s)\n", probe.devices < 0 ? probe.why.c_str() : "the CUDA driver sees no device");
         return 0;
     }
     const auto state = std::filesystem::temp_directory_path() / ("canopy-bench-gpu-" + std::to_string(::getpid()));

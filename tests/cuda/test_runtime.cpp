@@ -8,6 +8,7 @@
 #include "cuda/memory.h"
 #include "cuda/module.h"
 #include "cuda/stream.h"
+#include "tests/cuda/gpu_context.h"
 #include "worker/cuda/device_view.h"
 #include "worker/cuda/fatbin.h"
 #include "worker/cuda/kernel_abi.h"
@@ -26,39 +27,6 @@ using namespace canopy::cuda;
 using worker::cuda_abi::ElementwiseParams;
 
 namespace {
-
-// The process-wide driver and device 0's context, or nullptr (with a WARN) where there is none.
-struct Gpu {
-    const Driver* driver = nullptr;
-    std::optional<PrimaryContext> context;
-};
-
-Gpu* gpu() {
-    static Gpu g = [] {
-        Gpu out;
-        try {
-            out.driver = &Driver::get();
-            if (device_count(*out.driver) > 0) {
-                out.context.emplace(*out.driver, 0);
-            }
-        } catch (const CudaError&) {
-            out.driver = nullptr;
-        }
-        return out;
-    }();
-    if (g.driver == nullptr || !g.context) {
-        return nullptr;
-    }
-    g.context->make_current();
-    return &g;
-}
-
-#define REQUIRE_GPU(g)                                                                                                 \
-    Gpu* g = gpu();                                                                                                    \
-    if (g == nullptr) {                                                                                                \
-        WARN("skipped: no CUDA driver or device here");                                                                \
-        return;                                                                                                        \
-    }
 
 // Anonymous shared memory, page-aligned, unmapped on destruction.
 struct HostMemory {

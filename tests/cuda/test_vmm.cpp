@@ -8,6 +8,7 @@
 #include "cuda/module.h"
 #include "cuda/stream.h"
 #include "cuda/vmm.h"
+#include "tests/cuda/gpu_context.h"
 #include "worker/cuda/fatbin.h"
 #include "worker/cuda/launcher.h"
 #include "worker/kernels/builtin.h"
@@ -22,38 +23,6 @@ using namespace canopy;
 using namespace canopy::cuda;
 
 namespace {
-
-struct Gpu {
-    const Driver* driver = nullptr;
-    std::optional<PrimaryContext> context;
-};
-
-Gpu* gpu() {
-    static Gpu g = [] {
-        Gpu out;
-        try {
-            out.driver = &Driver::get();
-            if (device_count(*out.driver) > 0) {
-                out.context.emplace(*out.driver, 0);
-            }
-        } catch (const CudaError&) {
-            out.driver = nullptr;
-        }
-        return out;
-    }();
-    if (g.driver == nullptr || !g.context) {
-        return nullptr;
-    }
-    g.context->make_current();
-    return &g;
-}
-
-#define REQUIRE_GPU(g)                                                                                                 \
-    Gpu* g = gpu();                                                                                                    \
-    if (g == nullptr) {                                                                                                \
-        WARN("skipped: no CUDA driver or device here");                                                                \
-        return;                                                                                                        \
-    }
 
 BufferDescriptor vmm_descriptor(std::uint64_t nbytes, std::uint64_t id) {
     CanonicalIdentity identity{};
