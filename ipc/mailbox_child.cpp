@@ -93,7 +93,9 @@ void MailboxChild::finish(TaskFrame* f, const FrameTrailer& trailer, ErrorCode c
     r.error_code = static_cast<std::uint16_t>(code);
     const std::size_t len = std::min<std::size_t>(message.size(), RESULT_MESSAGE_BYTES);
     r.message_len = static_cast<std::uint16_t>(len);
-    std::memcpy(r.message, message.data(), len);
+    if (len > 0) { // an empty view's data() may be null, which memcpy must not see
+        std::memcpy(r.message, message.data(), len);
+    }
     r.start_ns = start_ns;
     r.end_ns = end_ns;
     const bool ok = unchanged && code == ErrorCode::OK;

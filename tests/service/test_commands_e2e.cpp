@@ -347,7 +347,8 @@ TEST_CASE("buffer read and write wait for the tasks that touch their bytes, and 
         REQUIRE(v == 10.0f);
     }
     // Transfers are not tasks to `canopy tasks`.
-    for (const auto& t : d.cli_json({"tasks"}).at("tasks")) {
+    const json listing = d.cli_json({"tasks"});
+    for (const auto& t : listing.at("tasks")) {
         CHECK(t.at("kernel") != "buffer.read");
         CHECK(t.at("kernel") != "buffer.write");
     }
