@@ -3,6 +3,7 @@
 #include "ipc/sys_error.h"
 #include "worker/worker_loop.h"
 
+#include <atomic>
 #include <boost/asio/post.hpp>
 #include <cstring>
 #include <fcntl.h>
@@ -345,9 +346,20 @@ void Service::handle_buffer_transfer(const json& request, const Reply& reply, bo
         record.listed = false;
         record.submitted_ns = worker::monotonic_ns();
         const std::uint64_t id = record.id;
-        record.local = [this, info, offset, data = std::move(data), length, write, id, reply]() mutable {
-            run_transfer(info, offset, std::move(data), length, write, id, reply);
+        // One reply, whichever comes first: the transfer's own, or the daemon stopping before it ran.
+        auto replied = std::make_shared<std::atomic<bool>>(false);
+        const Reply once = [replied, reply](json answer) {
+            if (!replied->exchange(true)) {
+                reply(std::move(answer));
+            }
         };
+        record.local = [this, info, offset, data = std::move(data), length, write, id, once]() mutable {
+            run_transfer(info, offset, std::move(data), length, write, id, once);
+        };
+        record.on_finish.push_back([once, write] {
+            once(error_reply("WORKER_DIED", std::string(write ? "buffer write" : "buffer read") +
+                                                ": the daemon stopped before the transfer ran"));
+        });
         TaskRecord& stored = book_.add(std::move(record));
         scheduler_.add(id, stored.name, std::vector<TensorArg>{{range, write ? TensorTag::OUTPUT : TensorTag::INPUT}});
         dispatch_ready_locked(to_dispatch);
@@ -358,9 +370,11 @@ void Service::handle_buffer_transfer(const json& request, const Reply& reply, bo
 void Service::run_transfer(const BufferInfo& info, std::uint64_t offset, std::vector<std::byte> data,
                            std::uint64_t length, bool write, std::uint64_t id, const Reply& reply) {
     const std::uint64_t start = worker::monotonic_ns();
+    // The reply goes first, so that the task's on_finish (which answers only a transfer that never ran) finds it
+    // answered. A request that arrives in between still orders after the transfer, which is not complete yet.
     auto finish = [this, id, start, reply](ErrorCode code, const std::string& message, json answer) {
-        on_result(id, TaskResult{id, code, message, start, worker::monotonic_ns()});
         reply(std::move(answer));
+        on_result(id, TaskResult{id, code, message, start, worker::monotonic_ns()});
     };
     try {
         if (Backend{info.descriptor.backend} == Backend::CUDA_VMM) {

@@ -353,3 +353,22 @@ TEST_CASE("buffer read and write wait for the tasks that touch their bytes, and 
         CHECK(t.at("kernel") != "buffer.write");
     }
 }
+
+TEST_CASE("a transfer still queued when the daemon stops gets an error reply, not silence", "[service][transfer]") {
+    Daemon d(e2e_config(1, 1, json{{"supervision", {{"drain_timeout_ms", 300}}}}));
+    const std::string x = d.create_buffer(4096);
+    RawClient holder(d.socket());
+    holder.send_frame(
+        json{{"op", "submit"}, {"id", 1}, {"task", sleep_task("hold", "sub0", 3000, {tensor_arg(x, "inout", {1024})})}}
+            .dump());
+    REQUIRE(holder.read_reply().has_value());
+    RawClient reader(d.socket());
+    reader.send_frame(json{{"op", "buffer.read"}, {"id", 2}, {"buffer", x}, {"bytes", 16}}.dump());
+    REQUIRE(d.cli({"shutdown"}).rc == 0);
+    const auto reply = reader.read_reply(std::chrono::milliseconds(10000));
+    REQUIRE(reply.has_value());
+    INFO(reply->dump());
+    CHECK(reply->at("ok") == false);
+    CHECK(reply->at("error").at("code") == "WORKER_DIED");
+    CHECK_THAT(reply->at("error").at("message").get<std::string>(), Catch::Contains("before the transfer ran"));
+}
