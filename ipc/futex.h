@@ -4,6 +4,7 @@
 //
 // Thread safety: any thread, any process mapping the word.
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
@@ -30,5 +31,29 @@ inline void cpu_relax() noexcept {
     std::atomic_signal_fence(std::memory_order_seq_cst);
 #endif
 }
+
+// How long a waiter spins before it blocks, learned from how its waits end: a wait the spin satisfied doubles
+// the budget (up to the caller's limit), a wait that had to block halves it (down to MIN_SPIN). A ping-pong
+// keeps its full spin; on a machine with more runnable threads than cores, where spinning only delays the
+// thread that would make progress, spinners step aside. Relaxed atomics: one waiter uses it, a racing update
+// only misplaces one halving or doubling.
+class AdaptiveSpin {
+public:
+    static constexpr std::uint32_t MIN_SPIN = 32;
+
+    std::uint32_t budget(std::uint32_t limit) const noexcept {
+        return std::min(limit, budget_.load(std::memory_order_relaxed));
+    }
+    void satisfied(std::uint32_t limit) noexcept {
+        const std::uint32_t b = budget_.load(std::memory_order_relaxed);
+        budget_.store(std::min(limit, std::max(b, MIN_SPIN) * 2), std::memory_order_relaxed);
+    }
+    void blocked() noexcept {
+        budget_.store(std::max(MIN_SPIN, budget_.load(std::memory_order_relaxed) / 2), std::memory_order_relaxed);
+    }
+
+private:
+    std::atomic<std::uint32_t> budget_{UINT32_MAX};
+};
 
 } // namespace canopy::ipc

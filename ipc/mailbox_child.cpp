@@ -48,7 +48,8 @@ TaskFrame* MailboxChild::next(FrameTrailer& trailer, std::uint32_t spin) {
         return f->state.load(std::memory_order_acquire) == static_cast<std::uint32_t>(FrameState::READY);
     };
     for (;;) {
-        for (std::uint32_t i = 0; i < spin; ++i) {
+        const std::uint32_t budget = spin_.budget(spin);
+        for (std::uint32_t i = 0; i < budget; ++i) {
             if (ready()) {
                 break;
             }
@@ -58,8 +59,10 @@ TaskFrame* MailboxChild::next(FrameTrailer& trailer, std::uint32_t spin) {
             cpu_relax();
         }
         if (ready()) {
+            spin_.satisfied(spin);
             break;
         }
+        spin_.blocked();
         const std::uint32_t seen = word->load(std::memory_order_seq_cst);
         h->child_sleeping.store(1, std::memory_order_seq_cst);
         if (!ready() && !shutdown_requested()) {

@@ -4,6 +4,7 @@
 //
 // Thread safety: none; the child's main thread drives it.
 
+#include "ipc/futex.h"
 #include "ipc/mapped_region.h"
 #include "protocol/error.h"
 #include "protocol/mailbox.h"
@@ -20,7 +21,8 @@ public:
     MailboxChild(int memfd, std::uint32_t generation);
 
     // Blocks until the next frame in ring order is READY (returns it, now RUNNING, with its trailer
-    // copied into `trailer`) or shutdown was requested (returns nullptr). Spins `spin` iterations, then
+    // copied into `trailer`) or shutdown was requested (returns nullptr). Spins at most `spin` iterations (fewer
+    // while recent spins went unanswered: AdaptiveSpin), then
     // blocks on the futex; never sleeps on a timer.
     TaskFrame* next(FrameTrailer& trailer, std::uint32_t spin = 2000);
 
@@ -42,6 +44,7 @@ private:
     MappedRegion region_;
     std::uint32_t generation_;
     std::uint64_t next_dispatch_ = 0;
+    AdaptiveSpin spin_;
 };
 
 } // namespace canopy::ipc

@@ -171,12 +171,15 @@ std::uint32_t MailboxParent::activity() const noexcept {
 void MailboxParent::wait_activity(std::uint32_t seen, std::uint32_t spin) noexcept {
     MailboxHeader* h = header();
     auto* word = low_word(&h->complete_seq);
-    for (std::uint32_t i = 0; i < spin; ++i) {
+    const std::uint32_t budget = activity_spin_.budget(spin);
+    for (std::uint32_t i = 0; i < budget; ++i) {
         if (word->load(std::memory_order_acquire) != seen) {
+            activity_spin_.satisfied(spin);
             return;
         }
         cpu_relax();
     }
+    activity_spin_.blocked();
     h->parent_sleeping.store(1, std::memory_order_seq_cst);
     if (word->load(std::memory_order_seq_cst) == seen) {
         futex_wait(word, seen);

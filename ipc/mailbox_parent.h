@@ -7,6 +7,7 @@
 // poll() and wait() never block the child; wait() spins briefly, then blocks on the futex word the
 // child bumps per result. wake_waiters() lets another thread of the parent end such a wait early.
 
+#include "ipc/futex.h"
 #include "ipc/mapped_region.h"
 #include "ipc/unique_fd.h"
 #include "protocol/error.h"
@@ -96,6 +97,7 @@ private:
     std::uint64_t next_dispatch_ = 0;
     std::uint64_t next_complete_ = 0;
     FrameTrailer sent_[MAILBOX_FRAMES]{}; // what was dispatched per slot, kept in private memory
+    AdaptiveSpin activity_spin_;          // wait_activity's
 };
 
 } // namespace canopy::ipc
