@@ -134,7 +134,14 @@ void Service::handle_run(const json& request, Reply reply, bool single) {
                 waiter->states[position] = task_json(*book_.find(task_id));
                 if (--waiter->remaining == 0 && waiter->reply) {
                     auto done = std::move(waiter->reply);
-                    done(waiter->single ? json{{"task", waiter->states[0]}} : json{{"tasks", waiter->states}});
+                    // The states move into the reply: a graph's reply holds one object per task.
+                    json reply_json = json::object();
+                    if (waiter->single) {
+                        reply_json["task"] = std::move(waiter->states[0]);
+                    } else {
+                        reply_json["tasks"] = json(std::move(waiter->states));
+                    }
+                    done(std::move(reply_json));
                 }
             });
             scheduler_.add(stored.id, stored.name, stored.request->args.tensors);
