@@ -304,7 +304,9 @@ void Supervisor::expire_deadlines() {
             continue;
         }
         slot->timed_out_task = it->second.task_id;
-        ::kill(slot->live->pid, SIGKILL);
+        if (slot->live->pid > 0) { // never kill(0) or kill(-1): those reach whole process groups
+            ::kill(slot->live->pid, SIGKILL);
+        }
     }
 }
 
