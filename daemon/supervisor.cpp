@@ -58,6 +58,13 @@ MappedArenas Supervisor::map_preloads() {
     return mapped;
 }
 
+void Supervisor::notify_events() {
+    // Taking events_mu_ between the state change and the notify: a waiter is either before its predicate
+    // check (and sees the change) or already waiting (and is woken).
+    { std::lock_guard lock(events_mu_); }
+    events_cv_.notify_all();
+}
+
 Supervisor::~Supervisor() {
     stop();
 }
@@ -76,7 +83,10 @@ void Supervisor::start() {
             return s->state == WorkerState::RUNNING || s->state == WorkerState::DEAD;
         });
     };
-    events_cv_.wait_until(lock, deadline, settled);
+    // Slices bound the cost of a wake-up lost to a notifier that holds a slot's mutex instead of events_mu_.
+    while (!settled() && Clock::now() < deadline) {
+        events_cv_.wait_until(lock, std::min(deadline, Clock::now() + EVENT_SLICE));
+    }
     std::string failed;
     for (const auto& s : slots_) {
         std::lock_guard slot_lock(s->mu);
@@ -256,7 +266,7 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why) {
             }
         }
     }
-    events_cv_.notify_all();
+    notify_events();
     deliver(results);
 }
 
@@ -269,11 +279,9 @@ void Supervisor::housekeeping_loop() {
             wake = std::min(wake, slot->deadline);
         }
         if (Clock::now() < wake) {
-            if (wake == Clock::time_point::max()) {
-                events_cv_.wait(lock);
-            } else {
-                events_cv_.wait_until(lock, wake);
-            }
+            // A deadline armed under a slot's mutex notifies without events_mu_; the slice bounds how late a
+            // wake-up lost that way can make the timeout.
+            events_cv_.wait_until(lock, std::min(wake, Clock::now() + HOUSEKEEPING_SLICE));
             continue;
         }
         lock.unlock();
@@ -375,7 +383,7 @@ void Supervisor::control_loop(ChildSlot& slot, Incarnation& inc) {
         default:
             break;
         }
-        events_cv_.notify_all();
+        notify_events();
     }
 }
 
@@ -470,15 +478,18 @@ void Supervisor::stop() {
     const auto deadline = Clock::now() + options_.drain_timeout;
     {
         std::unique_lock lock(events_mu_);
-        events_cv_.wait_until(lock, deadline, [&] {
+        const auto drained = [&] {
             return std::all_of(slots_.begin(), slots_.end(), [](const auto& s) {
                 std::lock_guard slot_lock(s->mu);
                 return !s->live || (s->pending.empty() && s->in_flight.empty());
             });
-        });
+        };
+        while (!drained() && Clock::now() < deadline) {
+            events_cv_.wait_until(lock, std::min(deadline, Clock::now() + EVENT_SLICE));
+        }
     }
     stopping_ = true;
-    events_cv_.notify_all();
+    notify_events();
     for (auto& slot : slots_) {
         std::lock_guard lock(slot->mu);
         if (slot->live) {

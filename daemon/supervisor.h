@@ -184,6 +184,8 @@ private:
     void on_exited(pid_t pid, int status);
     void end_incarnation(ChildSlot& slot, const std::string& why);
     void housekeeping_loop();
+    // Wakes events_cv_'s waiters; REQUIRES no slot mutex held (events_mu_ is taken before slot mutexes).
+    void notify_events();
     void control_loop(ChildSlot& slot, Incarnation& inc);
     void serve_fd_request(const ChildSlot& slot, Incarnation& inc, const ipc::ChildMessage& request);
     // Dups of the parent's fds of `d` for `requester`, fetched once and kept until the buffer's release.
@@ -238,7 +240,11 @@ private:
     bool stopped_ = false;
 
     std::mutex events_mu_;
-    std::condition_variable events_cv_; // slot state changes, restarts due
+    std::condition_variable events_cv_; // slot state changes, restarts due, deadlines armed
+    // Longest waits on events_cv_ between checks of their condition (some notifiers hold a slot's mutex and
+    // cannot take events_mu_, so a wake-up can be lost; these bound what that costs).
+    static constexpr std::chrono::milliseconds EVENT_SLICE{10};
+    static constexpr std::chrono::milliseconds HOUSEKEEPING_SLICE{100};
     std::map<pid_t, ChildSlot*> by_pid_;
     std::multimap<std::chrono::steady_clock::time_point, ChildSlot*> restarts_due_;
     std::thread event_thread_;

@@ -348,7 +348,7 @@ void Supervisor::completion_loop(ChildSlot& slot, Incarnation& inc) {
             }
         }
         results.clear();
-        events_cv_.notify_all();
+        notify_events();
         if (poisoned && inc.pid > 0) {
             ::kill(inc.pid, SIGKILL); // its exit event fails the in-flight tasks
             return;
