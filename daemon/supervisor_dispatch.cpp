@@ -348,7 +348,8 @@ void Supervisor::completion_loop(ChildSlot& slot, Incarnation& inc) {
             }
         }
         results.clear();
-        notify_events();
+        // Only a draining stop() waits for completions, and it re-checks in slices: no events_mu_ on this path.
+        events_cv_.notify_all();
         if (poisoned && inc.pid > 0) {
             ::kill(inc.pid, SIGKILL); // its exit event fails the in-flight tasks
             return;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 
 namespace canopy::ipc {
@@ -32,24 +33,33 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
-// How long a waiter spins before it blocks, learned from how its waits end: a wait the spin satisfied doubles
-// the budget (up to the caller's limit), a wait that had to block halves it (down to MIN_SPIN). A ping-pong
-// keeps its full spin; on a machine with more runnable threads than cores, where spinning only delays the
-// thread that would make progress, spinners step aside. Relaxed atomics: one waiter uses it, a racing update
-// only misplaces one halving or doubling.
+// How long a waiter spins before it blocks, learned from how its waits end. A wait the spin satisfied, or one
+// that blocked for at most WORTH_SPINNING, doubles the budget, up to the caller's limit; a longer block halves
+// it, down to MIN_SPIN. A ping-pong and short device tasks keep their full spin; a thread whose work
+// comes rarely stops spinning, which on a machine with more runnable threads than cores leaves the CPU to the
+// threads that make progress. Relaxed atomics: one waiter uses it, a racing update only misplaces one step.
 class AdaptiveSpin {
 public:
     static constexpr std::uint32_t MIN_SPIN = 32;
+    static constexpr std::chrono::nanoseconds WORTH_SPINNING{40000};
 
     std::uint32_t budget(std::uint32_t limit) const noexcept {
         return std::min(limit, budget_.load(std::memory_order_relaxed));
     }
+    // A wait the spin satisfied (no clock read on this path).
     void satisfied(std::uint32_t limit) noexcept {
         const std::uint32_t b = budget_.load(std::memory_order_relaxed);
-        budget_.store(std::min(limit, std::max(b, MIN_SPIN) * 2), std::memory_order_relaxed);
+        if (b < limit) {
+            budget_.store(std::min(limit, std::max(b, MIN_SPIN) * 2), std::memory_order_relaxed);
+        }
     }
-    void blocked() noexcept {
-        budget_.store(std::max(MIN_SPIN, budget_.load(std::memory_order_relaxed) / 2), std::memory_order_relaxed);
+    // A wait that blocked for `blocked`.
+    void blocked(std::chrono::nanoseconds blocked, std::uint32_t limit) noexcept {
+        if (blocked <= WORTH_SPINNING) {
+            satisfied(limit);
+        } else {
+            budget_.store(std::max(MIN_SPIN, budget_.load(std::memory_order_relaxed) / 2), std::memory_order_relaxed);
+        }
     }
 
 private:

@@ -62,13 +62,14 @@ TaskFrame* MailboxChild::next(FrameTrailer& trailer, std::uint32_t spin) {
             spin_.satisfied(spin);
             break;
         }
-        spin_.blocked();
+        const auto blocked_at = std::chrono::steady_clock::now();
         const std::uint32_t seen = word->load(std::memory_order_seq_cst);
         h->child_sleeping.store(1, std::memory_order_seq_cst);
         if (!ready() && !shutdown_requested()) {
             futex_wait(word, seen);
         }
         h->child_sleeping.store(0, std::memory_order_relaxed);
+        spin_.blocked(std::chrono::steady_clock::now() - blocked_at, spin);
         if (ready()) {
             break;
         }

@@ -179,12 +179,13 @@ void MailboxParent::wait_activity(std::uint32_t seen, std::uint32_t spin) noexce
         }
         cpu_relax();
     }
-    activity_spin_.blocked();
+    const auto blocked_at = std::chrono::steady_clock::now();
     h->parent_sleeping.store(1, std::memory_order_seq_cst);
     if (word->load(std::memory_order_seq_cst) == seen) {
         futex_wait(word, seen);
     }
     h->parent_sleeping.store(0, std::memory_order_relaxed);
+    activity_spin_.blocked(std::chrono::steady_clock::now() - blocked_at, spin);
 }
 
 void MailboxParent::wake_waiters() noexcept {
