@@ -89,6 +89,9 @@ public:
     // (STALE_BUFFER, UNKNOWN_BUFFER, INVALID_DESCRIPTOR, UNREACHABLE_BUFFER), or what the DeviceMapper throws.
     std::byte* materialize(const BufferDescriptor& d);
 
+    // Whether this identity is mapped (a later materialize of it only re-checks the descriptor).
+    bool contains(const CanonicalIdentity& id) const { return entries_.count(id) != 0; }
+
     // The peer table of a materialized symmetric buffer; nullptr for any other buffer.
     const PeerBases* peers(const CanonicalIdentity& id) const;
 

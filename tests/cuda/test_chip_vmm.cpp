@@ -212,8 +212,8 @@ TEST_CASE("two GPUs: a symmetric cuda_vmm buffer gathers both ranks' copies on e
     for (int r = 0; r < 2; ++r) {
         const std::string chip = "chip" + std::to_string(r);
         run_ok(sup, task("iota", chip, {t(s, TensorTag::OUTPUT, DataType::FLOAT32, {1024})}));
-        run_ok(sup,
-               task("scale", chip, {t(s, TensorTag::INOUT, DataType::FLOAT32, {1024})}, {ScalarArg::f32(static_cast<float>(r + 1))}));
+        run_ok(sup, task("scale", chip, {t(s, TensorTag::INOUT, DataType::FLOAT32, {1024})},
+                         {ScalarArg::f32(static_cast<float>(r + 1))}));
     }
     const auto out = shm_buffer(sup, 2 * 128 * sizeof(float));
     const auto host = map_shm(out);

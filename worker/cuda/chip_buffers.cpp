@@ -29,8 +29,11 @@ BufferAddresses ChipBuffers::materialize(const BufferDescriptor& d) {
                                                              " buffers cannot be reached from a cuda chip (buffer " +
                                                              to_string(d.identity) + ")");
     }
-    // A newer generation makes the registry unmap the older ones: end their registrations first.
-    drop_older(d.identity, d.identity.generation);
+    // A newer generation makes the registry unmap the older ones: end their registrations first. An identity
+    // already mapped had its older generations dropped at first sight.
+    if (!imports_.contains(d.identity)) {
+        drop_older(d.identity, d.identity.generation);
+    }
     std::byte* base = imports_.materialize(d);
     if (backend == Backend::CUDA_VMM) {
         return {nullptr, static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(base))};
