@@ -97,18 +97,16 @@ private:
         ++pending_;
         nlohmann::json request = nlohmann::json::parse(body_, nullptr, false);
         if (request.is_discarded() || !request.is_object()) {
-            complete(seq, error_reply("BAD_REQUEST", "the frame body is not a JSON object"));
+            complete(seq, serialize(error_reply("BAD_REQUEST", "the frame body is not a JSON object"), {}));
         } else {
-            nlohmann::json id = request.contains("id") ? request["id"] : nlohmann::json();
+            // The request's "id", if any, as the JSON text the reply repeats.
+            std::string id = request.contains("id") ? request["id"].dump() : std::string();
             auto weak = weak_from_this();
             auto& io = server_.io_;
-            server_.handler_(request, peer_, [weak, seq, id, &io](nlohmann::json reply) {
+            server_.handler_(request, peer_, [weak, seq, id = std::move(id), &io](Response reply) {
                 asio::post(io, [weak, seq, id, reply = std::move(reply)]() mutable {
                     if (auto self = weak.lock()) {
-                        if (!id.is_null()) {
-                            reply["id"] = id;
-                        }
-                        self->complete(seq, std::move(reply));
+                        self->complete(seq, serialize(std::move(reply), id));
                     }
                 });
             });
@@ -116,11 +114,32 @@ private:
         read_header();
     }
 
-    // Stores a reply and writes every reply that is next in request order.
-    void complete(std::uint64_t seq, nlohmann::json reply) {
-        if (!reply.contains("ok")) {
-            reply["ok"] = true;
+    // The body of a reply frame: "ok" (true unless the handler said otherwise) and the request's "id" added.
+    static std::string serialize(Response reply, const std::string& id) {
+        if (reply.serialized()) {
+            std::string body = "{\"ok\":true";
+            if (!id.empty()) {
+                body += ",\"id\":" + id;
+            }
+            if (!reply.members_text().empty()) {
+                body += ',';
+                body += reply.members_text();
+            }
+            body += '}';
+            return body;
         }
+        nlohmann::json& object = reply.json();
+        if (!object.contains("ok")) {
+            object["ok"] = true;
+        }
+        if (!id.empty()) {
+            object["id"] = nlohmann::json::parse(id);
+        }
+        return object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    }
+
+    // Stores a reply and writes every reply that is next in request order.
+    void complete(std::uint64_t seq, std::string reply) {
         done_.emplace(seq, std::move(reply));
         while (!done_.empty() && done_.begin()->first == next_reply_) {
             enqueue_now(std::move(done_.begin()->second));
@@ -134,7 +153,10 @@ private:
     }
 
     void enqueue_now(const nlohmann::json& reply) {
-        std::string body = reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        enqueue_now(reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    }
+
+    void enqueue_now(const std::string& body) {
         std::string frame(4, '\0');
         const auto len = static_cast<std::uint32_t>(body.size());
         for (int i = 0; i < 4; ++i) {
@@ -181,7 +203,7 @@ private:
     std::array<std::uint8_t, 4> header_{};
     std::vector<char> body_;
     std::deque<std::string> out_;
-    std::map<std::uint64_t, nlohmann::json> done_;
+    std::map<std::uint64_t, std::string> done_; // serialized replies waiting for an earlier one
     std::uint64_t next_request_ = 0;
     std::uint64_t next_reply_ = 0;
     std::size_t pending_ = 0;

@@ -34,7 +34,29 @@ struct Peer {
     gid_t gid = 0;
 };
 
-using Reply = std::function<void(nlohmann::json)>;
+// A reply: a JSON object, or the members of a successful one already serialized. Replies that list many
+// tasks take the second form, which spares building a JSON tree per task only to print it.
+class Response {
+public:
+    Response(nlohmann::json object) : json_(std::move(object)) {} // NOLINT(google-explicit-constructor)
+    // `members` is the text between the braces of an {"ok": true, ...} reply, e.g. `"tasks":[...]`.
+    static Response members(std::string members) {
+        Response r{nlohmann::json()};
+        r.members_ = std::move(members);
+        r.serialized_ = true;
+        return r;
+    }
+    bool serialized() const noexcept { return serialized_; }
+    nlohmann::json& json() noexcept { return json_; }
+    const std::string& members_text() const noexcept { return members_; }
+
+private:
+    nlohmann::json json_;
+    std::string members_;
+    bool serialized_ = false;
+};
+
+using Reply = std::function<void(Response)>;
 
 // Handles one request; calls `reply` exactly once, now or later, from any thread.
 using RequestHandler = std::function<void(const nlohmann::json& request, const Peer& peer, Reply reply)>;

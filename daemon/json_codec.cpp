@@ -417,4 +417,30 @@ std::vector<WorkerStatus> workers_from_json(const std::string& text) {
     return out;
 }
 
+void append_json_string(std::string& out, std::string_view text) {
+    static constexpr char HEX[] = "0123456789abcdef";
+    for (const char c : text) {
+        if (static_cast<unsigned char>(c) >= 0x80) {
+            // Rare in names and messages: the library checks the UTF-8 and escapes the whole string.
+            out += nlohmann::json(std::string(text)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+            return;
+        }
+    }
+    out += '"';
+    for (const char c : text) {
+        const auto u = static_cast<unsigned char>(c);
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += c;
+        } else if (u < 0x20) {
+            out += "\\u00";
+            out += HEX[u >> 4];
+            out += HEX[u & 0xf];
+        } else {
+            out += c;
+        }
+    }
+    out += '"';
+}
+
 } // namespace canopy::daemon

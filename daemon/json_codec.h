@@ -39,6 +39,10 @@ nlohmann::json worker_json(const WorkerStatus& w);
 // {"name", "bytes", "format": "ptx"|"cubin"|"fatbin", "chips": [paths]}
 nlohmann::json module_json(const ModuleInfo& m);
 
+// Appends `text` to `out` as a JSON string literal, quotes included. Bytes that are not valid UTF-8 become
+// U+FFFD, as nlohmann::json's dump with error_handler_t::replace writes them.
+void append_json_string(std::string& out, std::string_view text);
+
 // Required / optional typed members with errors naming `where.key`; throw RequestError(BAD_REQUEST).
 const nlohmann::json& member(const nlohmann::json& object, const char* key, const std::string& where);
 std::string string_member(const nlohmann::json& object, const char* key, const std::string& where);

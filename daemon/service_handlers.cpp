@@ -348,7 +348,7 @@ void Service::handle_buffer_transfer(const json& request, const Reply& reply, bo
         const std::uint64_t id = record.id;
         // One reply, whichever comes first: the transfer's own, or the daemon stopping before it ran.
         auto replied = std::make_shared<std::atomic<bool>>(false);
-        const Reply once = [replied, reply](json answer) {
+        const Reply once = [replied, reply](Response answer) {
             if (!replied->exchange(true)) {
                 reply(std::move(answer));
             }

@@ -15,15 +15,6 @@ struct Rejection {
     std::string message;
 };
 
-// Waits for a set of tasks; replies once the last one finished, listing them all in graph order.
-struct GraphWaiter {
-    std::vector<std::uint64_t> ids;
-    std::vector<json> states; // each task's final state, captured when it finishes (history is bounded)
-    std::size_t remaining = 0;
-    Reply reply;
-    bool single = false;
-};
-
 // "where: message", unless the message already names `where`.
 std::string prefixed(const std::string& where, const std::string& message) {
     return message.rfind(where, 0) == 0 ? message : where + ": " + message;
@@ -48,16 +39,19 @@ void describe_unparsed(const json& t, std::size_t index, ParsedTask& out) {
 } // namespace
 
 void Service::handle_run(const json& request, Reply reply, bool single) {
-    std::vector<json> task_json_list;
+    std::vector<const json*> task_json_list;
     if (single) {
-        task_json_list.push_back(member(request, "task", "request"));
+        task_json_list.push_back(&member(request, "task", "request"));
     } else {
         const json& graph = member(request, "graph", "request");
         const json& tasks = member(graph, "tasks", "graph");
         if (!tasks.is_array() || tasks.empty()) {
             throw RequestError(ErrorCode::BAD_REQUEST, "graph.tasks: expected a non-empty array");
         }
-        task_json_list.assign(tasks.begin(), tasks.end());
+        task_json_list.reserve(tasks.size());
+        for (const json& t : tasks) {
+            task_json_list.push_back(&t);
+        }
     }
     const bool wait = request.contains("wait") && request["wait"].is_boolean() && request["wait"].get<bool>();
     const auto resolver = [this](const std::string& id, const std::string& where) { return resolve_buffer(id, where); };
@@ -70,7 +64,7 @@ void Service::handle_run(const json& request, Reply reply, bool single) {
     for (std::size_t i = 0; i < task_json_list.size(); ++i) {
         const std::string where = single ? "task" : "tasks[" + std::to_string(i) + "]";
         try {
-            parsed[i] = parse_task(task_json_list[i], resolver, where);
+            parsed[i] = parse_task(*task_json_list[i], resolver, where);
             if (!names.insert(parsed[i].name).second) {
                 throw RequestError(ErrorCode::BAD_REQUEST,
                                    where + ": task name '" + parsed[i].name + "' is used twice in the graph");
@@ -84,16 +78,24 @@ void Service::handle_run(const json& request, Reply reply, bool single) {
             rejected[i] = Rejection{e.code(), prefixed(where, e.what())};
         }
         if (rejected[i]) {
-            describe_unparsed(task_json_list[i], i, parsed[i]);
+            describe_unparsed(*task_json_list[i], i, parsed[i]);
         }
         any_rejected = any_rejected || rejected[i].has_value();
     }
 
-    auto waiter = std::make_shared<GraphWaiter>();
-    waiter->single = single;
-    waiter->states.resize(parsed.size());
+    // A client that waits gets one reply when the last task finished (TaskBook::finish sends it).
+    std::shared_ptr<TaskWaiter> waiter;
+    if (wait && !any_rejected) {
+        waiter = std::make_shared<TaskWaiter>();
+        waiter->single = single;
+        waiter->states.resize(parsed.size());
+        waiter->remaining = parsed.size();
+        waiter->reply = std::move(reply);
+    }
+    std::vector<std::uint64_t> ids;
+    ids.reserve(parsed.size());
+    std::vector<std::string> rejected_states(any_rejected ? parsed.size() : 0); // a big graph outlives history
     ReadyWork to_dispatch;
-    std::vector<std::function<void()>> callbacks;
     {
         std::lock_guard lock(mu_);
         if (stopping_) {
@@ -108,64 +110,51 @@ void Service::handle_run(const json& request, Reply reply, bool single) {
         for (std::size_t i = 0; i < parsed.size(); ++i) {
             TaskRecord record;
             record.id = next_task_++;
-            record.name = parsed[i].name;
+            record.name = std::move(parsed[i].name);
             record.kernel = parsed[i].request.kernel;
             record.on = parsed[i].request.worker;
             record.submitted_ns = worker::monotonic_ns();
-            waiter->ids.push_back(record.id);
+            ids.push_back(record.id);
             if (any_rejected) {
                 book_.add(std::move(record));
-                const auto id = waiter->ids.back();
                 const Rejection r = rejected[i] ? *rejected[i]
                                                 : Rejection{ErrorCode::BAD_REQUEST, "not run: task '" + first_bad +
                                                                                         "' of this graph was rejected"};
-                book_.finish(id, "rejected", r.code, r.message, 0, 0);
+                book_.finish(ids.back(), "rejected", r.code, r.message, 0, 0);
                 metrics_.task_finished("rejected", "", 0);
-                waiter->states[i] = task_json(*book_.find(id));
+                append_task_json(rejected_states[i], *book_.find(ids.back()));
                 continue;
             }
             parsed[i].request.id = record.id;
             record.request = std::move(parsed[i].request);
+            record.waiter = waiter;
+            record.position = static_cast<std::uint32_t>(i);
             TaskRecord& stored = book_.add(std::move(record));
-            ++waiter->remaining;
-            const std::size_t position = i;
-            const std::uint64_t task_id = stored.id;
-            stored.on_finish.push_back([this, waiter, position, task_id] {
-                waiter->states[position] = task_json(*book_.find(task_id));
-                if (--waiter->remaining == 0 && waiter->reply) {
-                    auto done = std::move(waiter->reply);
-                    // The states move into the reply: a graph's reply holds one object per task.
-                    json reply_json = json::object();
-                    if (waiter->single) {
-                        reply_json["task"] = std::move(waiter->states[0]);
-                    } else {
-                        reply_json["tasks"] = json(std::move(waiter->states));
-                    }
-                    done(std::move(reply_json));
-                }
-            });
             scheduler_.add(stored.id, stored.name, stored.request->args.tensors);
         }
         dispatch_ready_locked(to_dispatch);
-        if (!wait || any_rejected) {
+        if (!waiter) {
             // States as of now; a task may already be running or finished. Read from the book while the
             // lock holds, since history past TaskBook::HISTORY is dropped.
-            json list = json::array();
-            for (std::size_t i = 0; i < waiter->ids.size(); ++i) {
-                const TaskRecord* t = book_.find(waiter->ids[i]);
-                list.push_back(t ? task_json(*t) : waiter->states[i]);
+            std::string list;
+            for (std::size_t i = 0; i < ids.size(); ++i) {
+                list += i == 0 ? "" : ",";
+                if (any_rejected) {
+                    list += rejected_states[i];
+                } else {
+                    append_task_json(list, *book_.find(ids[i]));
+                }
             }
-            json result = single ? json{{"task", list[0]}} : json{{"tasks", list}};
-            // A rejected graph is a successful request whose tasks each say why they did not run; a
-            // rejected single task is a failed request.
             if (any_rejected && single) {
+                // A rejected single task is a failed request; a rejected graph is a successful request whose
+                // tasks each say why they did not run.
                 const auto& first = *std::find_if(rejected.begin(), rejected.end(), [](const auto& r) { return r; });
-                result["ok"] = false;
-                result["error"] = {{"code", error_code_name(first->code)}, {"message", first->message}};
+                reply(json{{"ok", false},
+                           {"error", {{"code", error_code_name(first->code)}, {"message", first->message}}},
+                           {"task", json::parse(list)}});
+            } else {
+                reply(Response::members(single ? "\"task\":" + list : "\"tasks\":[" + list + "]"));
             }
-            reply(std::move(result));
-        } else {
-            waiter->reply = std::move(reply);
         }
     }
     dispatch(std::move(to_dispatch));
@@ -180,10 +169,16 @@ void Service::handle_wait(const json& request, Reply reply) {
                            "no task " + std::to_string(id) + " (unknown, or finished too long ago to be remembered)");
     }
     if (t->finished()) {
-        reply({{"task", task_json(*t)}});
+        std::string members = "\"task\":";
+        append_task_json(members, *t);
+        reply(Response::members(std::move(members)));
         return;
     }
-    t->on_finish.push_back([this, id, reply = std::move(reply)] { reply({{"task", task_json(*book_.find(id))}}); });
+    t->on_finish.push_back([this, id, reply = std::move(reply)] {
+        std::string members = "\"task\":";
+        append_task_json(members, *book_.find(id));
+        reply(Response::members(std::move(members)));
+    });
 }
 
 // Moves every READY task out of the scheduler into `out`, marking it running. REQUIRES mu_.

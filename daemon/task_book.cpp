@@ -1,18 +1,42 @@
 #include "daemon/task_book.h"
 
+#include "daemon/json_codec.h"
+
 #include <algorithm>
 
 namespace canopy::daemon {
 
-nlohmann::json task_json(const TaskRecord& t) {
-    nlohmann::json j = {{"name", t.name},         {"id", t.id},
-                        {"kernel", t.kernel},     {"on", t.on},
-                        {"state", t.state},       {"submitted_ns", t.submitted_ns},
-                        {"start_ns", t.start_ns}, {"end_ns", t.end_ns}};
+void append_task_json(std::string& out, const TaskRecord& t) {
+    out += "{\"name\":";
+    append_json_string(out, t.name);
+    out += ",\"id\":";
+    out += std::to_string(t.id);
+    out += ",\"kernel\":";
+    append_json_string(out, t.kernel);
+    out += ",\"on\":";
+    append_json_string(out, t.on);
+    out += ",\"state\":";
+    append_json_string(out, t.state);
+    out += ",\"submitted_ns\":";
+    out += std::to_string(t.submitted_ns);
+    out += ",\"start_ns\":";
+    out += std::to_string(t.start_ns);
+    out += ",\"end_ns\":";
+    out += std::to_string(t.end_ns);
     if (t.state == "failed" || t.state == "rejected") {
-        j["error"] = {{"code", error_code_name(t.code)}, {"message", t.message}};
+        out += ",\"error\":{\"code\":";
+        append_json_string(out, error_code_name(t.code));
+        out += ",\"message\":";
+        append_json_string(out, t.message);
+        out += '}';
     }
-    return j;
+    out += '}';
+}
+
+nlohmann::json task_json(const TaskRecord& t) {
+    std::string text;
+    append_task_json(text, t);
+    return nlohmann::json::parse(text);
 }
 
 TaskRecord& TaskBook::add(TaskRecord record) {
@@ -44,6 +68,24 @@ std::vector<std::function<void()>> TaskBook::finish(std::uint64_t id, const std:
     record.start_ns = start_ns;
     record.end_ns = end_ns;
     record.request.reset();
+    if (auto waiter = std::move(record.waiter)) {
+        append_task_json(waiter->states[record.position], record);
+        if (--waiter->remaining == 0) {
+            std::size_t bytes = 16;
+            for (const auto& text : waiter->states) {
+                bytes += text.size() + 1;
+            }
+            std::string members;
+            members.reserve(bytes);
+            members += waiter->single ? "\"task\":" : "\"tasks\":[";
+            for (std::size_t i = 0; i < waiter->states.size(); ++i) {
+                members += i == 0 ? "" : ",";
+                members += waiter->states[i];
+            }
+            members += waiter->single ? "" : "]";
+            waiter->reply(Response::members(std::move(members)));
+        }
+    }
     auto callbacks = std::move(record.on_finish);
     record.on_finish.clear();
     done_.emplace(id, std::move(record));

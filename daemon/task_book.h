@@ -18,6 +18,16 @@
 
 namespace canopy::daemon {
 
+// A client waiting for a set of tasks (a graph, or one task) with "wait": true. Each task's final state is
+// written as JSON text when it finishes (history is bounded); the last one to finish sends the one reply,
+// which lists them all in submission order.
+struct TaskWaiter {
+    std::vector<std::string> states;
+    std::size_t remaining = 0;
+    bool single = false; // a `submit`: the reply holds "task", not "tasks"
+    Reply reply;
+};
+
 struct TaskRecord {
     std::uint64_t id = 0;
     std::string name;
@@ -35,10 +45,16 @@ struct TaskRecord {
     std::function<void()> local;
     bool listed = true; // false for buffer transfers: ordered like tasks, but not tasks to `canopy tasks` or metrics
     std::vector<std::function<void()>> on_finish;
+    std::shared_ptr<TaskWaiter> waiter; // with the task's position in waiter->states
+    std::uint32_t position = 0;
 
     bool finished() const noexcept { return state == "completed" || state == "failed" || state == "rejected"; }
 };
 
+// A task's state as the control protocol lists it: {"name", "id", "kernel", "on", "state", "submitted_ns",
+// "start_ns", "end_ns"} and, for a failed or rejected task, "error": {"code", "message"}. append_task_json
+// writes the JSON text (the form replies carry); task_json parses that text.
+void append_task_json(std::string& out, const TaskRecord& t);
 nlohmann::json task_json(const TaskRecord& t);
 
 class TaskBook {
@@ -47,7 +63,8 @@ public:
 
     TaskRecord& add(TaskRecord record);
     TaskRecord* find(std::uint64_t id);
-    // Marks a task finished, moves it to history and returns the callbacks to run (outside the lock).
+    // Marks a task finished, moves it to history, records its state with its waiter (replying when it was the
+    // waiter's last task) and returns the task's on_finish callbacks.
     std::vector<std::function<void()>> finish(std::uint64_t id, const std::string& state, ErrorCode code,
                                               std::string message, std::uint64_t start_ns, std::uint64_t end_ns);
     std::vector<nlohmann::json> list() const;
