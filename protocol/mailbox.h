@@ -33,7 +33,10 @@ namespace canopy {
 
 inline constexpr std::uint32_t MAILBOX_MAGIC = 0x58424d43; // "CMBX"
 inline constexpr std::uint32_t MAILBOX_LAYOUT_VERSION = 1;
-inline constexpr std::uint32_t MAILBOX_FRAMES = 8;
+// Frames in flight per child. A graph's tasks for one worker are queued 64 deep, so the worker runs them
+// back to back while its completion thread sleeps or waits for the CPU (with 8 frames the service ran
+// about 6 % fewer tasks per second on 2 cores). 64 frames of about 7 KiB: 450 KiB per mailbox.
+inline constexpr std::uint32_t MAILBOX_FRAMES = 64;
 inline constexpr std::uint32_t KERNEL_NAME_BYTES = 64;
 inline constexpr std::uint32_t TARGET_PATH_BYTES = 64;
 inline constexpr std::uint32_t RESULT_MESSAGE_BYTES = 512;
