@@ -104,7 +104,8 @@ private:
             auto weak = weak_from_this();
             auto& io = server_.io_;
             server_.handler_(request, peer_, [weak, seq, id = std::move(id), &io](Response reply) {
-                asio::post(io, [weak, seq, id, reply = std::move(reply)]() mutable {
+                // Inline when the reply comes from the io thread itself (results are recorded there).
+                asio::dispatch(io, [weak, seq, id, reply = std::move(reply)]() mutable {
                     if (auto self = weak.lock()) {
                         self->complete(seq, serialize(std::move(reply), id));
                     }

@@ -1,6 +1,7 @@
 #include "daemon/service.h"
 
 #include "daemon/notify.h"
+#include "ipc/futex.h"
 
 #include <unistd.h>
 
@@ -55,12 +56,53 @@ int Service::run() {
     if (stop_requested_) {
         begin_stop();
     }
-    io_.run();
+    serve();
     if (stopper_.joinable()) {
         stopper_.join();
     }
     log_->info("stopped");
     return 0;
+}
+
+// The io thread's loop: it runs ready handlers and, for SERVE_SPIN after the last one, polls the socket and
+// the children's mailboxes instead of sleeping in epoll_wait. A client's next request, and a task's result,
+// that arrive within that window are then picked up without waking a thread (a wake of a sleeping thread costs 15-30 us
+// on this kind of machine, more than the rest of a no-op task's round trip). An idle daemon sleeps.
+void Service::serve() {
+    using Clock = std::chrono::steady_clock;
+    auto last_work = Clock::now();
+    bool polling = false;
+    while (!io_.stopped()) {
+        std::size_t done = io_.poll();
+        if (polling) {
+            done += supervisor_.poll_completions();
+        }
+        if (done > 0) {
+            last_work = Clock::now();
+            continue;
+        }
+        if (io_.stopped()) {
+            break;
+        }
+        if (Clock::now() - last_work < SERVE_SPIN) {
+            if (!polling) {
+                supervisor_.begin_polling();
+                polling = true;
+            }
+            ipc::cpu_relax();
+            continue;
+        }
+        if (polling) {
+            supervisor_.end_polling();
+            polling = false;
+        }
+        if (io_.run_one() > 0) {
+            last_work = Clock::now();
+        }
+    }
+    if (polling) {
+        supervisor_.end_polling();
+    }
 }
 
 void Service::request_stop() {

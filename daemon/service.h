@@ -56,13 +56,20 @@ private:
     // tasks (service_tasks.cpp)
     void handle_run(const nlohmann::json& request, Reply reply, bool single);
     void handle_wait(const nlohmann::json& request, Reply reply);
+    // A task's result, from any thread: recorded at once under mu_.
     void on_result(std::uint64_t id, const TaskResult& result);
+    // A dispatched task's result, from a supervisor completion thread: queued for the io thread, which
+    // records every queued result under one lock (drain_results). One post per batch, and the Service's
+    // state is touched by one thread on the hot path.
+    void post_result(std::uint64_t id, TaskResult result);
+    void drain_results();
     // A ready batch: requests for the supervisor and the daemon's own steps (buffer transfers).
     struct ReadyWork {
         std::vector<TaskRequest> requests;
         std::vector<std::function<void()>> local;
     };
     void dispatch_ready_locked(ReadyWork& out);
+    void record_result_locked(std::uint64_t id, const TaskResult& result, ReadyWork& out);
     void dispatch(ReadyWork work);
     void run_transfer(const BufferInfo& info, std::uint64_t offset, std::vector<std::byte> data, std::uint64_t length,
                       bool write, std::uint64_t id, const Reply& reply);
@@ -70,6 +77,8 @@ private:
                                                      const std::string& message, std::uint64_t start_ns,
                                                      std::uint64_t end_ns);
 
+    void serve();
+    static constexpr std::chrono::microseconds SERVE_SPIN{200};
     void begin_stop();
     void finish_when_closed(std::chrono::steady_clock::time_point deadline);
     static constexpr std::chrono::seconds CLOSE_GRACE{2};
@@ -95,6 +104,9 @@ private:
     TaskBook book_;
     std::uint64_t next_task_ = 1;
     bool stopping_ = false;
+
+    std::mutex results_mu_; // guards results_; taken alone
+    std::vector<std::pair<std::uint64_t, TaskResult>> results_;
 
     std::unique_ptr<boost::asio::ip::tcp::acceptor> metrics_acceptor_;
     std::unique_ptr<boost::asio::steady_timer> watchdog_;

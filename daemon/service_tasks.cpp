@@ -8,6 +8,8 @@
 namespace canopy::daemon {
 namespace {
 
+namespace asio = boost::asio;
+
 using nlohmann::json;
 
 struct Rejection {
@@ -199,7 +201,7 @@ void Service::dispatch_ready_locked(ReadyWork& out) {
 void Service::dispatch(ReadyWork work) {
     for (auto& request : work.requests) {
         const std::uint64_t id = request.id;
-        supervisor_.submit(std::move(request), [this, id](TaskResult r) { on_result(id, r); });
+        supervisor_.submit(std::move(request), [this, id](TaskResult r) { post_result(id, std::move(r)); });
     }
     for (auto& step : work.local) {
         step();
@@ -220,38 +222,72 @@ std::vector<std::function<void()>> Service::finish_locked(std::uint64_t id, cons
 }
 
 void Service::on_result(std::uint64_t id, const TaskResult& result) {
-    std::vector<std::function<void()>> callbacks;
     ReadyWork to_dispatch;
     {
         std::lock_guard lock(mu_);
-        if (!scheduler_.state(id)) {
-            return; // failed already (the daemon stopped)
-        }
-        if (result.ok()) {
-            std::vector<scheduler::TaskId> now_ready;
-            scheduler_.complete(id, now_ready);
-            callbacks = finish_locked(id, "completed", ErrorCode::OK, {}, result.start_ns, result.end_ns);
-        } else {
-            std::vector<scheduler::FailedTask> dependents;
-            scheduler_.fail(id, result.code, dependents);
-            callbacks = finish_locked(id, "failed", result.code, result.message, result.start_ns, result.end_ns);
-            for (const auto& [dependent, message] : dependents) {
-                auto more = finish_locked(dependent, "failed", ErrorCode::DEPENDENCY_FAILED, message, 0, 0);
-                callbacks.insert(callbacks.end(), more.begin(), more.end());
-            }
-        }
-        if (!stopping_ || book_.unfinished() > 0) {
-            dispatch_ready_locked(to_dispatch);
-        }
-        // Callbacks read the book, so they run under the lock; they only format and post replies.
-        for (auto& cb : callbacks) {
-            cb();
-        }
-        if (book_.unfinished() == 0) {
-            drained_.notify_all();
+        record_result_locked(id, result, to_dispatch);
+    }
+    dispatch(std::move(to_dispatch));
+}
+
+void Service::post_result(std::uint64_t id, TaskResult result) {
+    bool first = false;
+    {
+        std::lock_guard lock(results_mu_);
+        first = results_.empty();
+        results_.emplace_back(id, std::move(result));
+    }
+    if (first) {
+        asio::post(io_, [this] { drain_results(); });
+    }
+}
+
+void Service::drain_results() {
+    std::vector<std::pair<std::uint64_t, TaskResult>> batch;
+    {
+        std::lock_guard lock(results_mu_);
+        batch.swap(results_);
+    }
+    ReadyWork to_dispatch;
+    {
+        std::lock_guard lock(mu_);
+        for (const auto& [id, result] : batch) {
+            record_result_locked(id, result, to_dispatch);
         }
     }
     dispatch(std::move(to_dispatch));
+}
+
+// Records a task's result, fails its dependents if it failed, moves newly ready tasks into `out` and runs
+// the finished tasks' callbacks (they read the book, so under the lock; they only format and post
+// replies). REQUIRES mu_.
+void Service::record_result_locked(std::uint64_t id, const TaskResult& result, ReadyWork& out) {
+    if (!scheduler_.state(id)) {
+        return; // failed already (the daemon stopped)
+    }
+    std::vector<std::function<void()>> callbacks;
+    if (result.ok()) {
+        std::vector<scheduler::TaskId> now_ready;
+        scheduler_.complete(id, now_ready);
+        callbacks = finish_locked(id, "completed", ErrorCode::OK, {}, result.start_ns, result.end_ns);
+    } else {
+        std::vector<scheduler::FailedTask> dependents;
+        scheduler_.fail(id, result.code, dependents);
+        callbacks = finish_locked(id, "failed", result.code, result.message, result.start_ns, result.end_ns);
+        for (const auto& [dependent, message] : dependents) {
+            auto more = finish_locked(dependent, "failed", ErrorCode::DEPENDENCY_FAILED, message, 0, 0);
+            callbacks.insert(callbacks.end(), more.begin(), more.end());
+        }
+    }
+    if (!stopping_ || book_.unfinished() > 0) {
+        dispatch_ready_locked(out);
+    }
+    for (auto& cb : callbacks) {
+        cb();
+    }
+    if (book_.unfinished() == 0) {
+        drained_.notify_all();
+    }
 }
 
 } // namespace canopy::daemon

@@ -2,6 +2,7 @@
 #include "ipc/futex.h"
 #include "protocol/module_launch.h"
 #include "worker/kernels/builtin.h"
+#include "worker/worker_loop.h"
 
 #include <algorithm>
 #include <cstring>
@@ -311,11 +312,56 @@ void Supervisor::arm_deadline_locked(ChildSlot& slot) {
     }
 }
 
+// Takes every published result of `inc` and refills its mailbox. REQUIRES slot.mu, with slot.live == &inc.
+// Returns false when the mailbox is poisoned (recorded in last_exit).
+bool Supervisor::harvest_locked(ChildSlot& slot, Incarnation& inc,
+                                std::vector<std::pair<TaskCallback, TaskResult>>& results) {
+    bool took = false;
+    try {
+        while (auto c = inc.mailbox->poll()) {
+            took = true;
+            auto it = slot.in_flight.find(c->dispatch_id);
+            if (it == slot.in_flight.end()) {
+                continue;
+            }
+            count_result(slot, it->second, c->code);
+            results.emplace_back(std::move(it->second.done),
+                                 TaskResult{c->task_id, c->code, std::move(c->message), c->start_ns, c->end_ns});
+            slot.in_flight.erase(it);
+        }
+        if (took) {
+            // Frames were freed and the oldest task changed: its deadline counts from now. A poll that took
+            // nothing keeps the deadline.
+            slot.deadline = Clock::time_point::max();
+            fill_locked(slot);
+        }
+        return true;
+    } catch (const ipc::MailboxPoisoned& e) {
+        slot.last_exit = "fatal: mailbox poisoned: " + std::string(e.what());
+        return false;
+    }
+}
+
 void Supervisor::completion_loop(ChildSlot& slot, Incarnation& inc) {
     std::vector<std::pair<TaskCallback, TaskResult>> results;
     std::uint32_t seen = inc.mailbox->activity();
     while (!inc.ended) {
-        inc.mailbox->wait_activity(seen);
+        if (polled_.load(std::memory_order_acquire)) {
+            // The poller takes the results; sleep until it stops, checking every POLLER_STALE that it still polls.
+            {
+                std::unique_lock lock(park_mu_);
+                park_cv_.wait_for(lock, POLLER_STALE, [&] { return !polled_.load() || inc.ended.load(); });
+            }
+            if (inc.ended) {
+                return;
+            }
+            const auto since_poll = worker::monotonic_ns() - last_poll_ns_.load(std::memory_order_relaxed);
+            if (polled_.load() && since_poll < static_cast<std::uint64_t>(POLLER_STALE.count()) * 1000) {
+                continue;
+            }
+        } else {
+            inc.mailbox->wait_activity(seen, 2000, &polled_);
+        }
         seen = inc.mailbox->activity();
         bool poisoned = false;
         {
@@ -323,24 +369,7 @@ void Supervisor::completion_loop(ChildSlot& slot, Incarnation& inc) {
             if (slot.live.get() != &inc) {
                 return;
             }
-            try {
-                while (auto c = inc.mailbox->poll()) {
-                    auto it = slot.in_flight.find(c->dispatch_id);
-                    if (it == slot.in_flight.end()) {
-                        continue;
-                    }
-                    count_result(slot, it->second, c->code);
-                    results.emplace_back(
-                        std::move(it->second.done),
-                        TaskResult{c->task_id, c->code, std::move(c->message), c->start_ns, c->end_ns});
-                    slot.in_flight.erase(it);
-                }
-                slot.deadline = Clock::time_point::max();
-                fill_locked(slot);
-            } catch (const ipc::MailboxPoisoned& e) {
-                slot.last_exit = "fatal: mailbox poisoned: " + std::string(e.what());
-                poisoned = true;
-            }
+            poisoned = !harvest_locked(slot, inc, results);
         }
         for (auto& [done, result] : results) {
             if (done) {
@@ -355,6 +384,47 @@ void Supervisor::completion_loop(ChildSlot& slot, Incarnation& inc) {
             return;
         }
     }
+}
+
+void Supervisor::begin_polling() {
+    polled_.store(true, std::memory_order_seq_cst);
+    last_poll_ns_.store(worker::monotonic_ns(), std::memory_order_relaxed);
+    for (auto& slot : slots_) {
+        std::lock_guard lock(slot->mu);
+        if (slot->live) {
+            slot->live->mailbox->wake_waiters(); // a completion thread blocked on its mailbox goes to sleep instead
+        }
+    }
+}
+
+void Supervisor::end_polling() {
+    {
+        std::lock_guard lock(park_mu_);
+        polled_.store(false, std::memory_order_seq_cst);
+    }
+    park_cv_.notify_all();
+}
+
+std::size_t Supervisor::poll_completions() {
+    last_poll_ns_.store(worker::monotonic_ns(), std::memory_order_relaxed);
+    std::vector<std::pair<TaskCallback, TaskResult>> results;
+    for (auto& slot : slots_) {
+        std::unique_lock lock(slot->mu, std::try_to_lock);
+        if (!lock.owns_lock() || !slot->live || slot->in_flight.empty()) {
+            continue; // busy: its completion thread or a submitter has it
+        }
+        // A poisoned mailbox is left to the slot's completion thread, which kills the child.
+        harvest_locked(*slot, *slot->live, results);
+    }
+    for (auto& [done, result] : results) {
+        if (done) {
+            done(std::move(result));
+        }
+    }
+    if (!results.empty()) {
+        events_cv_.notify_all();
+    }
+    return results.size();
 }
 
 void count_result(ChildSlot& slot, const PendingTask& task, ErrorCode code) {

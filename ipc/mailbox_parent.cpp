@@ -168,7 +168,7 @@ std::uint32_t MailboxParent::activity() const noexcept {
     return low_word(&header()->complete_seq)->load(std::memory_order_seq_cst);
 }
 
-void MailboxParent::wait_activity(std::uint32_t seen, std::uint32_t spin) noexcept {
+void MailboxParent::wait_activity(std::uint32_t seen, std::uint32_t spin, const std::atomic<bool>* give_up) noexcept {
     MailboxHeader* h = header();
     auto* word = low_word(&h->complete_seq);
     const std::uint32_t budget = activity_spin_.budget(spin);
@@ -177,7 +177,13 @@ void MailboxParent::wait_activity(std::uint32_t seen, std::uint32_t spin) noexce
             activity_spin_.satisfied(spin);
             return;
         }
+        if (give_up != nullptr && give_up->load(std::memory_order_relaxed)) {
+            return;
+        }
         cpu_relax();
+    }
+    if (give_up != nullptr && give_up->load(std::memory_order_seq_cst)) {
+        return;
     }
     const auto blocked_at = std::chrono::steady_clock::now();
     h->parent_sleeping.store(1, std::memory_order_seq_cst);

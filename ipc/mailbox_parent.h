@@ -73,9 +73,11 @@ public:
     // Thread-safe waiting for another thread than the one that submits: activity() is a counter the
     // child bumps per finished frame (and wake_waiters() bumps too); wait_activity() returns once it
     // differs from `seen`, spinning `spin` iterations before blocking on the futex. Both touch only
-    // atomics of the shared header.
+    // atomics of the shared header. A wait whose `give_up` flag becomes true while it spins returns at once
+    // (a blocked wait is ended by wake_waiters()).
     std::uint32_t activity() const noexcept;
-    void wait_activity(std::uint32_t seen, std::uint32_t spin = 2000) noexcept;
+    void wait_activity(std::uint32_t seen, std::uint32_t spin = 2000,
+                       const std::atomic<bool>* give_up = nullptr) noexcept;
 
     // Ends a concurrent wait() of this parent (the child also wakes it with every result).
     void wake_waiters() noexcept;

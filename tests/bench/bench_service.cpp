@@ -141,6 +141,40 @@ int call_counting(int fd, const std::string& framed) {
     return counter.result();
 }
 
+std::uint64_t now_ns() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+// Where one task's round trip goes, from the times its reply carries (the daemon and the worker read the
+// same CLOCK_MONOTONIC): request sent -> task recorded (read, parse, checks), recorded -> worker starts
+// (scheduler, mailbox, the worker noticing), the kernel, worker done -> reply read by the client
+// (completion noticed, reply written, client woken). Medians of 2000 calls.
+void print_hops(int fd, const std::string& framed) {
+    constexpr int N = 2000;
+    std::vector<double> hops[4];
+    for (int i = 0; i < N; ++i) {
+        const std::uint64_t sent = now_ns();
+        const json reply = call(fd, framed);
+        const std::uint64_t read = now_ns();
+        const json& t = reply.at("task");
+        const auto submitted = t.at("submitted_ns").get<std::uint64_t>();
+        const auto start = t.at("start_ns").get<std::uint64_t>();
+        const auto end = t.at("end_ns").get<std::uint64_t>();
+        const std::uint64_t points[] = {sent, submitted, start, end, read};
+        for (int h = 0; h < 4; ++h) {
+            hops[h].push_back(static_cast<double>(points[h + 1]) - static_cast<double>(points[h]));
+        }
+    }
+    for (auto& h : hops) {
+        std::sort(h.begin(), h.end());
+    }
+    std::printf("\none task, median us per hop: sent->recorded %.1f, recorded->worker start %.1f, kernel %.1f, "
+                "worker end->reply read %.1f\n",
+                hops[0][N / 2] / 1e3, hops[1][N / 2] / 1e3, hops[2][N / 2] / 1e3, hops[3][N / 2] / 1e3);
+}
+
 json noop_task(const std::string& on, const std::string& name) {
     return {{"name", name}, {"kernel", "sleep_ms"}, {"on", on}, {"args", {{{"scalar", {{"int64", 0}}}}}}};
 }
@@ -215,6 +249,7 @@ int main() {
         }
     });
     bench::print_row("submit + wait, one sleep_ms(0) task", task, "socket round trip", sock);
+    print_hops(fd, one);
 
     // Throughput: clients x rounds graphs of G no-op tasks spread over the three workers. A graph counts
     // when its reply says ok and lists all G tasks as completed.
