@@ -427,19 +427,25 @@ void append_json_string(std::string& out, std::string_view text) {
         }
     }
     out += '"';
-    for (const char c : text) {
+    std::size_t run = 0; // start of the bytes not yet copied, which need no escape
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
         const auto u = static_cast<unsigned char>(c);
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += c;
-        } else if (u < 0x20) {
+        if (c != '"' && c != '\\' && u >= 0x20) {
+            continue;
+        }
+        out.append(text, run, i - run);
+        run = i + 1;
+        if (u < 0x20) {
             out += "\\u00";
             out += HEX[u >> 4];
             out += HEX[u & 0xf];
         } else {
+            out += '\\';
             out += c;
         }
     }
+    out.append(text, run);
     out += '"';
 }
 

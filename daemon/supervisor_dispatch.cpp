@@ -296,15 +296,20 @@ void Supervisor::arm_deadline_locked(ChildSlot& slot) {
         slot.deadline = Clock::time_point::max();
         return;
     }
-    std::uint64_t oldest = UINT64_MAX;
-    for (const auto& [dispatch, task] : slot.in_flight) {
-        oldest = std::min(oldest, dispatch);
+    // Frames complete in ring order, so the oldest task in flight is normally the mailbox's oldest frame.
+    auto running_it = slot.live && slot.live->mailbox->in_flight() > 0
+                          ? slot.in_flight.find(slot.live->mailbox->oldest_in_flight())
+                          : slot.in_flight.end();
+    if (running_it == slot.in_flight.end()) {
+        running_it = std::min_element(slot.in_flight.begin(), slot.in_flight.end(),
+                                      [](const auto& a, const auto& b) { return a.first < b.first; });
     }
+    const std::uint64_t oldest = running_it->first;
     if (oldest == slot.oldest_dispatch && slot.deadline != Clock::time_point::max()) {
         return;
     }
     slot.oldest_dispatch = oldest;
-    const PendingTask& running = slot.in_flight.at(oldest);
+    const PendingTask& running = running_it->second;
     const bool timed = running.enforce_timeout && running.timeout.count() > 0;
     slot.deadline = timed ? Clock::now() + running.timeout : Clock::time_point::max();
     if (timed) {

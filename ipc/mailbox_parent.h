@@ -58,6 +58,8 @@ public:
     // True when the next frame in ring order is free.
     bool can_submit() const noexcept;
     std::size_t in_flight() const noexcept { return next_dispatch_ - next_complete_; }
+    // The dispatch id of the oldest frame in flight (results come back in ring order). REQUIRES in_flight() > 0.
+    std::uint64_t oldest_in_flight() const noexcept { return next_complete_; }
 
     // Writes the next frame and publishes it READY. REQUIRES can_submit(). Throws std::invalid_argument
     // for a kernel, target or blob that does not fit its field. Returns the dispatch id.
