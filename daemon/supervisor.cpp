@@ -475,6 +475,7 @@ void Supervisor::stop() {
     }
     stopped_ = true;
     // Drain: let accepted work finish, up to the drain timeout.
+    draining_ = true;
     const auto deadline = Clock::now() + options_.drain_timeout;
     {
         std::unique_lock lock(events_mu_);

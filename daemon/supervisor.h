@@ -236,6 +236,7 @@ private:
     void check_buffer(const Route& route, const BufferDescriptor& d, std::size_t i) const;
     void enqueue(ChildSlot& slot, PendingTask task);
     void completion_loop(ChildSlot& slot, Incarnation& inc);
+    void notify_drain();
     bool harvest_locked(ChildSlot& slot, Incarnation& inc, std::vector<std::pair<TaskCallback, TaskResult>>& results);
     void fill_locked(ChildSlot& slot);
     void arm_deadline_locked(ChildSlot& slot);
@@ -251,6 +252,7 @@ private:
     std::atomic<std::uint64_t> next_task_id_{1};
     std::atomic<bool> stopping_{false};
     std::atomic<bool> zygote_lost_{false};
+    std::atomic<bool> draining_{false}; // stop() waits for in-flight work
     bool stopped_ = false;
 
     std::mutex events_mu_;

@@ -382,12 +382,19 @@ void Supervisor::completion_loop(ChildSlot& slot, Incarnation& inc) {
             }
         }
         results.clear();
-        // Only a draining stop() waits for completions, and it re-checks in slices: no events_mu_ on this path.
-        events_cv_.notify_all();
+        notify_drain();
         if (poisoned && inc.pid > 0) {
             ::kill(inc.pid, SIGKILL); // its exit event fails the in-flight tasks
             return;
         }
+    }
+}
+
+// Only a draining stop() waits for completions, and it re-checks in slices: no events_mu_ on this path, and
+// no wake of the housekeeping thread (which also waits on events_cv_) for every result outside a stop.
+void Supervisor::notify_drain() {
+    if (draining_.load(std::memory_order_relaxed)) {
+        events_cv_.notify_all();
     }
 }
 
@@ -427,7 +434,7 @@ std::size_t Supervisor::poll_completions() {
         }
     }
     if (!results.empty()) {
-        events_cv_.notify_all();
+        notify_drain();
     }
     return results.size();
 }
