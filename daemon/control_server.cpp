@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <sys/socket.h>
@@ -36,7 +37,7 @@ public:
                                                         ") may not use this daemon; see control.allow_uids"));
             return;
         }
-        read_header();
+        resume();
     }
 
     // Closes once every reply already queued has been written; an idle session closes at once.
@@ -57,62 +58,99 @@ public:
     }
 
 private:
-    void read_header() {
-        if (closing_ || pending_ >= MAX_PENDING) {
-            reading_ = false;
+    // Reads what the socket holds into in_ (one read can carry several frames, or part of one). At most
+    // one read is outstanding, and none while MAX_PENDING replies are owed or the session is closing.
+    void read_more() {
+        if (reading_ || closing_ || eof_ || pending_ >= MAX_PENDING) {
             return;
+        }
+        // Keep the unread bytes at the front and room for at least READ_CHUNK more, or for the whole frame
+        // that is partly buffered.
+        if (consumed_ > 0) {
+            std::memmove(in_.data(), in_.data() + consumed_, filled_ - consumed_);
+            filled_ -= consumed_;
+            consumed_ = 0;
+        }
+        std::size_t want = filled_ + READ_CHUNK;
+        if (filled_ >= 4) {
+            want = std::max<std::size_t>(want, 4 + std::size_t{frame_length(in_.data())});
+        }
+        if (in_.size() < want) {
+            in_.resize(want);
         }
         reading_ = true;
-        asio::async_read(
-            socket_, asio::buffer(header_),
-            [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) { self->on_header(ec); });
+        socket_.async_read_some(
+            asio::buffer(in_.data() + filled_, in_.size() - filled_),
+            [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) { self->on_read(ec, n); });
     }
 
-    void on_header(const boost::system::error_code& ec) {
+    void on_read(const boost::system::error_code& ec, std::size_t n) {
+        reading_ = false;
         if (ec) {
-            finish_reading();
+            finish_reading(); // end of stream; bytes of a frame left unread were a truncated frame
             return;
         }
-        const std::uint32_t len = std::uint32_t{header_[0]} | std::uint32_t{header_[1]} << 8 |
-                                  std::uint32_t{header_[2]} << 16 | std::uint32_t{header_[3]} << 24;
+        filled_ += n;
+        resume();
+    }
+
+    // Handles every whole frame buffered, as far as MAX_PENDING allows, then reads on. A reply written from
+    // inside a handler calls back here; the outer call carries on instead.
+    void resume() {
+        if (resuming_) {
+            return;
+        }
+        resuming_ = true;
+        while (!closing_ && pending_ < MAX_PENDING && take_frame()) {
+        }
+        resuming_ = false;
+        read_more();
+    }
+
+    static std::uint32_t frame_length(const char* p) {
+        const auto* u = reinterpret_cast<const unsigned char*>(p);
+        return std::uint32_t{u[0]} | std::uint32_t{u[1]} << 8 | std::uint32_t{u[2]} << 16 | std::uint32_t{u[3]} << 24;
+    }
+
+    // Handles the frame at the front of the buffered bytes; false when no whole frame is buffered.
+    bool take_frame() {
+        const std::size_t buffered = filled_ - consumed_;
+        if (buffered < 4) {
+            return false;
+        }
+        const std::uint32_t len = frame_length(in_.data() + consumed_);
         if (len < 2 || len > server_.options_.max_frame_bytes) {
             closing_ = true;
             enqueue_now(error_reply("BAD_REQUEST", "frame length " + std::to_string(len) + " is outside 2.." +
                                                        std::to_string(server_.options_.max_frame_bytes) +
                                                        "; closing the connection"));
-            return;
+            return false;
         }
-        body_.resize(len);
-        asio::async_read(
-            socket_, asio::buffer(body_),
-            [self = shared_from_this()](const boost::system::error_code& e, std::size_t) { self->on_body(e); });
-    }
-
-    void on_body(const boost::system::error_code& ec) {
-        if (ec) {
-            finish_reading(); // a truncated frame: the client went away mid-request
-            return;
+        if (buffered < 4 + std::size_t{len}) {
+            return false;
         }
+        const char* body = in_.data() + consumed_ + 4;
+        nlohmann::json request = nlohmann::json::parse(body, body + len, nullptr, false);
+        consumed_ += 4 + std::size_t{len}; // before the handler, which may call back into resume()
         const std::uint64_t seq = next_request_++;
         ++pending_;
-        nlohmann::json request = nlohmann::json::parse(body_, nullptr, false);
         if (request.is_discarded() || !request.is_object()) {
             complete(seq, serialize(error_reply("BAD_REQUEST", "the frame body is not a JSON object"), {}));
-        } else {
-            // The request's "id", if any, as the JSON text the reply repeats.
-            std::string id = request.contains("id") ? request["id"].dump() : std::string();
-            auto weak = weak_from_this();
-            auto& io = server_.io_;
-            server_.handler_(request, peer_, [weak, seq, id = std::move(id), &io](Response reply) {
-                // Inline when the reply comes from the io thread itself (results are recorded there).
-                asio::dispatch(io, [weak, seq, id, reply = std::move(reply)]() mutable {
-                    if (auto self = weak.lock()) {
-                        self->complete(seq, serialize(std::move(reply), id));
-                    }
-                });
-            });
+            return true;
         }
-        read_header();
+        // The request's "id", if any, as the JSON text the reply repeats.
+        std::string id = request.contains("id") ? request["id"].dump() : std::string();
+        auto weak = weak_from_this();
+        auto& io = server_.io_;
+        server_.handler_(request, peer_, [weak, seq, id = std::move(id), &io](Response reply) {
+            // Inline when the reply comes from the io thread itself (results are recorded there).
+            asio::dispatch(io, [weak, seq, id, reply = std::move(reply)]() mutable {
+                if (auto self = weak.lock()) {
+                    self->complete(seq, serialize(std::move(reply), id));
+                }
+            });
+        });
+        return true;
     }
 
     // The body of a reply frame: "ok" (true unless the handler said otherwise) and the request's "id" added.
@@ -148,9 +186,7 @@ private:
             ++next_reply_;
             --pending_;
         }
-        if (!reading_ && !closing_ && !eof_) {
-            read_header();
-        }
+        resume();
     }
 
     void enqueue_now(const nlohmann::json& reply) {
@@ -201,8 +237,11 @@ private:
     ControlServer& server_;
     stream::socket socket_;
     Peer peer_;
-    std::array<std::uint8_t, 4> header_{};
-    std::vector<char> body_;
+    static constexpr std::size_t READ_CHUNK = 64 * 1024;
+    std::vector<char> in_; // bytes read from the socket: [consumed_, filled_) are not handled yet
+    std::size_t filled_ = 0;
+    std::size_t consumed_ = 0;
+    bool resuming_ = false;
     std::deque<std::string> out_;
     std::map<std::uint64_t, std::string> done_; // serialized replies waiting for an earlier one
     std::uint64_t next_request_ = 0;

@@ -3,6 +3,7 @@
 #include "daemon/notify.h"
 #include "ipc/futex.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 namespace canopy::daemon {
@@ -72,6 +73,7 @@ void Service::serve() {
     using Clock = std::chrono::steady_clock;
     auto last_work = Clock::now();
     bool polling = false;
+    std::uint32_t spins = 0;
     while (!io_.stopped()) {
         std::size_t done = io_.poll();
         if (polling) {
@@ -79,6 +81,11 @@ void Service::serve() {
         }
         if (done > 0) {
             last_work = Clock::now();
+            if (polling) {
+                // A client woken by a reply written just now is queued on this CPU (the kernel places the
+                // reader of a socket near its writer): let it run before this thread spins on.
+                ::sched_yield();
+            }
             continue;
         }
         if (io_.stopped()) {
@@ -89,7 +96,7 @@ void Service::serve() {
                 supervisor_.begin_polling();
                 polling = true;
             }
-            ipc::cpu_relax();
+            ipc::spin_pause(spins++, SERVE_YIELD_EVERY);
             continue;
         }
         if (polling) {

@@ -79,6 +79,9 @@ private:
 
     void serve();
     static constexpr std::chrono::microseconds SERVE_SPIN{200};
+    // The io thread polls in a loop of syscalls; it yields more often than a mailbox spin, so that a client or
+    // a worker woken onto its CPU waits a few microseconds at most.
+    static constexpr std::uint32_t SERVE_YIELD_EVERY = 32;
     void begin_stop();
     void finish_when_closed(std::chrono::steady_clock::time_point deadline);
     static constexpr std::chrono::seconds CLOSE_GRACE{2};

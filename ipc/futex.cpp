@@ -2,6 +2,7 @@
 
 #include <ctime>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -22,6 +23,14 @@ void futex_wait_for(std::atomic<std::uint32_t>* word, std::uint32_t expected, st
 
 void futex_wake_all(std::atomic<std::uint32_t>* word) noexcept {
     ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+void spin_pause(std::uint32_t step, std::uint32_t yield_every) noexcept {
+    if (step % yield_every == yield_every - 1) {
+        ::sched_yield();
+    } else {
+        cpu_relax();
+    }
 }
 
 } // namespace canopy::ipc

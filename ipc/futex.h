@@ -33,6 +33,13 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
+// One step of a spin-wait: PAUSE, and every SPIN_YIELD_EVERY steps a sched_yield(). The yield costs one system
+// call when the CPU has nothing else to run; otherwise a thread that was woken onto this CPU runs now instead of
+// waiting for the spinner's time slice to end, which on a host with few cores is the difference between a
+// hand-off of microseconds and one of milliseconds.
+inline constexpr std::uint32_t SPIN_YIELD_EVERY = 128;
+void spin_pause(std::uint32_t step, std::uint32_t yield_every = SPIN_YIELD_EVERY) noexcept;
+
 // How long a waiter spins before it blocks, learned from how its waits end. A wait the spin satisfied, or one
 // that blocked for at most WORTH_SPINNING, doubles the budget, up to the caller's limit; a longer block halves
 // it, down to MIN_SPIN. A ping-pong and short device tasks keep their full spin; a thread whose work

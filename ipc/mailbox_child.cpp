@@ -56,7 +56,7 @@ TaskFrame* MailboxChild::next(FrameTrailer& trailer, std::uint32_t spin) {
             if (shutdown_requested()) {
                 return nullptr;
             }
-            cpu_relax();
+            spin_pause(i);
         }
         if (ready()) {
             spin_.satisfied(spin);

@@ -20,11 +20,17 @@ public:
     // std::runtime_error naming the mismatch.
     MailboxChild(int memfd, std::uint32_t generation);
 
+    // Spin steps of next() before it blocks: about 100 us with its yields. A client that waits for each
+    // task's reply before sending the next keeps the worker idle for one round trip through the daemon
+    // (tens of microseconds when a wake-up is involved); a spin that outlasts it keeps the worker's CPU out
+    // of its idle state, and waking an idle CPU is what makes such a round trip slow on a virtual machine.
+    static constexpr std::uint32_t SPIN = 5000;
+
     // Blocks until the next frame in ring order is READY (returns it, now RUNNING, with its trailer
-    // copied into `trailer`) or shutdown was requested (returns nullptr). Spins at most `spin` iterations (fewer
-    // while recent spins went unanswered: AdaptiveSpin), then
+    // copied into `trailer`) or shutdown was requested (returns nullptr). Spins at most `spin` steps (fewer
+    // while recent spins went unanswered: AdaptiveSpin; yielding every SPIN_YIELD_EVERY steps), then
     // blocks on the futex; never sleeps on a timer.
-    TaskFrame* next(FrameTrailer& trailer, std::uint32_t spin = 2000);
+    TaskFrame* next(FrameTrailer& trailer, std::uint32_t spin = SPIN);
 
     // Whether the trailer names this child's incarnation and the dispatch it expects.
     bool trailer_expected(const FrameTrailer& trailer) const noexcept;
