@@ -1,7 +1,10 @@
 #include "fixture.h"
 
 #include <catch2/catch.hpp>
+#include <atomic>
+#include <functional>
 #include <numeric>
+#include <thread>
 
 using namespace canopy;
 using namespace canopy::testing;
@@ -69,4 +72,51 @@ TEST_CASE("access beyond the grant is refused with ACCESS_DENIED", "[daemon]") {
     auto r = sup.run(task("iota", "chip0", {arg(ro, TensorTag::OUTPUT, DataType::FLOAT32, {16})}));
     CHECK(r.code == ErrorCode::ACCESS_DENIED);
     CHECK_THAT(r.message, Catch::Contains("args[0]") && Catch::Contains("write"));
+}
+
+TEST_CASE("a caller that polls takes the results, and the completion threads take over when it stops polling",
+          "[daemon]") {
+    TempDir state;
+    Supervisor sup(l3_options(state.path, 1, 1));
+    sup.start();
+    auto submit = [&](std::atomic<int>& done) {
+        sup.submit(task("sleep_ms", "chip0", {}, {ScalarArg::i64(0)}), [&](daemon::TaskResult r) {
+            CHECK(r.ok());
+            ++done;
+        });
+    };
+    auto wait_for = [](const std::atomic<int>& done, int n, const std::function<void()>& poll) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (done.load() < n && std::chrono::steady_clock::now() < deadline) {
+            poll();
+        }
+        return done.load() == n;
+    };
+
+    // While polled, the poller's own calls deliver the results.
+    std::atomic<int> polled{0};
+    sup.begin_polling();
+    std::size_t taken = 0;
+    for (int i = 0; i < 20; ++i) {
+        submit(polled);
+    }
+    CHECK(wait_for(polled, 20, [&] { taken += sup.poll_completions(); }));
+    CHECK(taken > 0);
+
+    // A poller busy elsewhere (no poll_completions for longer than POLLER_STALE): the completion threads
+    // deliver the results themselves.
+    std::atomic<int> stalled{0};
+    for (int i = 0; i < 5; ++i) {
+        submit(stalled);
+    }
+    CHECK(wait_for(stalled, 5, [] { std::this_thread::sleep_for(std::chrono::milliseconds(1)); }));
+
+    // After end_polling the completion threads deliver at once again.
+    sup.end_polling();
+    std::atomic<int> after{0};
+    for (int i = 0; i < 20; ++i) {
+        submit(after);
+    }
+    CHECK(wait_for(after, 20, [] { std::this_thread::yield(); }));
+    sup.stop();
 }

@@ -257,3 +257,37 @@ TEST_CASE("a device buffer waiting for its busy chip does not hold up other clie
     REQUIRE(slept.has_value());
     CHECK(slept->at("task").at("state") == "completed");
 }
+
+TEST_CASE("frames sent in one write, and one frame sent a byte at a time, are each answered in order",
+          "[service]") {
+    Daemon d(e2e_config(1, 1));
+    RawClient c(d.socket());
+    auto framed = [](const json& body) {
+        const std::string text = body.dump();
+        return length_prefix(static_cast<std::uint32_t>(text.size())) + text;
+    };
+    // Three requests and half of a fourth in one write; the rest of the fourth later.
+    const std::string fourth = framed({{"op", "status"}, {"id", 4}});
+    std::string batch = framed({{"op", "status"}, {"id", 1}}) + framed(submit_sleep("chip0", 0, true, 2)) +
+                        framed({{"op", "no-such-op"}, {"id", 3}}) + fourth.substr(0, fourth.size() / 2);
+    c.send_bytes(batch);
+    for (int id = 1; id <= 3; ++id) {
+        const auto reply = c.read_reply();
+        REQUIRE(reply.has_value());
+        CHECK(reply->at("id") == id);
+        CHECK(reply->at("ok") == (id != 3));
+    }
+    c.send_bytes(fourth.substr(fourth.size() / 2));
+    const auto last = c.read_reply();
+    REQUIRE(last.has_value());
+    CHECK(last->at("id") == 4);
+
+    const std::string slow = framed(submit_sleep("sub0", 0, true, 5));
+    for (const char byte : slow) {
+        c.send_bytes(std::string(1, byte));
+    }
+    const auto reply = c.read_reply();
+    REQUIRE(reply.has_value());
+    CHECK(reply->at("id") == 5);
+    CHECK(reply->at("task").at("state") == "completed");
+}
