@@ -143,8 +143,9 @@ private:
         auto weak = weak_from_this();
         auto& io = server_.io_;
         server_.handler_(request, peer_, [weak, seq, id = std::move(id), &io](Response reply) {
-            // Inline when the reply comes from the io thread itself (results are recorded there).
-            asio::dispatch(io, [weak, seq, id, reply = std::move(reply)]() mutable {
+            // Always posted, never run inline: a reply is often given under the handler's own lock, and
+            // completing it can admit the next buffered request, which would take that lock again.
+            asio::post(io, [weak, seq, id, reply = std::move(reply)]() mutable {
                 if (auto self = weak.lock()) {
                     self->complete(seq, serialize(std::move(reply), id));
                 }

@@ -1,7 +1,7 @@
 #include "fixture.h"
 
-#include <catch2/catch.hpp>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <functional>
 #include <numeric>
 #include <thread>

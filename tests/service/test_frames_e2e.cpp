@@ -258,8 +258,7 @@ TEST_CASE("a device buffer waiting for its busy chip does not hold up other clie
     CHECK(slept->at("task").at("state") == "completed");
 }
 
-TEST_CASE("frames sent in one write, and one frame sent a byte at a time, are each answered in order",
-          "[service]") {
+TEST_CASE("frames sent in one write, and one frame sent a byte at a time, are each answered in order", "[service]") {
     Daemon d(e2e_config(1, 1));
     RawClient c(d.socket());
     auto framed = [](const json& body) {
@@ -290,4 +289,24 @@ TEST_CASE("frames sent in one write, and one frame sent a byte at a time, are ea
     REQUIRE(reply.has_value());
     CHECK(reply->at("id") == 5);
     CHECK(reply->at("task").at("state") == "completed");
+}
+
+TEST_CASE("a client that pipelines more requests than the daemon keeps pending gets every reply in order",
+          "[service]") {
+    Daemon d(e2e_config(1, 1));
+    RawClient c(d.socket());
+    constexpr int N = 3 * 64; // three times ControlServer::MAX_PENDING
+    std::string batch;
+    for (int id = 1; id <= N; ++id) {
+        const std::string body = submit_sleep(id % 2 == 0 ? "chip0" : "sub0", 0, true, id).dump();
+        batch += length_prefix(static_cast<std::uint32_t>(body.size())) + body;
+    }
+    c.send_bytes(batch);
+    for (int id = 1; id <= N; ++id) {
+        const auto reply = c.read_reply();
+        REQUIRE(reply.has_value());
+        CHECK(reply->at("id") == id);
+        CHECK(reply->at("task").at("state") == "completed");
+    }
+    check_serving(d);
 }
