@@ -15,7 +15,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Spin iterations of run() before it blocks: about 20 us, the cost of a futex wake on a busy machine.
-constexpr int RUN_SPIN = 2000;
+constexpr std::uint32_t RUN_SPIN = 2000;
 
 kernels::WorkerKind worker_kind(ChildKind kind) {
     return kind == ChildKind::SUB ? kernels::WorkerKind::SUB : kernels::WorkerKind::CHIP;
@@ -267,8 +267,8 @@ TaskResult Supervisor::run(TaskRequest request) {
         }
         meeting->cv.notify_one();
     });
-    for (int i = 0; i < RUN_SPIN && !meeting->ready.load(std::memory_order_acquire); ++i) {
-        ipc::cpu_relax();
+    for (std::uint32_t i = 0; i < RUN_SPIN && !meeting->ready.load(std::memory_order_acquire); ++i) {
+        ipc::spin_pause(i);
     }
     std::unique_lock lock(meeting->mu);
     meeting->cv.wait(lock, [&] { return meeting->ready.load(std::memory_order_acquire); });

@@ -143,7 +143,7 @@ bool MailboxParent::wait(std::uint64_t timeout_ns, std::uint32_t spin) {
         if (ready()) {
             return true;
         }
-        cpu_relax();
+        spin_pause(i);
     }
     MailboxHeader* h = header();
     auto* word = low_word(&h->complete_seq);
@@ -180,7 +180,7 @@ void MailboxParent::wait_activity(std::uint32_t seen, std::uint32_t spin, const 
         if (give_up != nullptr && give_up->load(std::memory_order_relaxed)) {
             return;
         }
-        cpu_relax();
+        spin_pause(i);
     }
     if (give_up != nullptr && give_up->load(std::memory_order_seq_cst)) {
         return;
