@@ -124,11 +124,10 @@ public:
     // Between begin_polling() and end_polling() the caller promises to call poll_completions() often; the
     // completion threads then stop spinning on the mailboxes and sleep, so that on a machine with few cores
     // they neither compete with the poller for a CPU nor make the children wake them. A completion thread
-    // still takes its child's results itself whenever the poller has not polled for POLLER_STALE (it is
-    // busy with a long request). Called by one thread.
+    // still takes its child's results itself whenever the poller has not polled for options().poller_stale
+    // (it is busy with a long request). Called by one thread.
     void begin_polling();
     void end_polling();
-    static constexpr std::chrono::microseconds POLLER_STALE{1000};
     // The submit-time checks alone (worker, kernel signature, every tensor, buffers, access,
     // reachability, PE range); throws RequestError.
     void check(const TaskRequest& request) const;

@@ -352,20 +352,26 @@ void Supervisor::completion_loop(ChildSlot& slot, Incarnation& inc) {
     std::uint32_t seen = inc.mailbox->activity();
     while (!inc.ended) {
         if (polled_.load(std::memory_order_acquire)) {
-            // The poller takes the results; sleep until it stops, checking every POLLER_STALE that it still polls.
+            // The poller takes the results; sleep until it stops, checking every poller_stale that it still polls.
+            const auto stale = options_.poller_stale;
             {
                 std::unique_lock lock(park_mu_);
-                park_cv_.wait_for(lock, POLLER_STALE, [&] { return !polled_.load() || inc.ended.load(); });
+                park_cv_.wait_for(lock, stale, [&] { return !polled_.load() || inc.ended.load(); });
             }
             if (inc.ended) {
                 return;
             }
-            const auto since_poll = worker::monotonic_ns() - last_poll_ns_.load(std::memory_order_relaxed);
-            if (polled_.load() && since_poll < static_cast<std::uint64_t>(POLLER_STALE.count()) * 1000) {
+            // Signed: the poller may have stamped a time later than this thread's clock read.
+            const auto since_poll = static_cast<std::int64_t>(worker::monotonic_ns()) -
+                                    static_cast<std::int64_t>(last_poll_ns_.load(std::memory_order_relaxed));
+            if (polled_.load() && since_poll < static_cast<std::int64_t>(stale.count()) * 1000) {
                 continue;
             }
         } else {
             inc.mailbox->wait_activity(seen, 2000, &polled_);
+            if (polled_.load()) {
+                continue; // a poller started meanwhile: the results are its to take
+            }
         }
         seen = inc.mailbox->activity();
         bool poisoned = false;

@@ -49,6 +49,9 @@ struct SupervisorOptions {
     std::chrono::milliseconds backoff_max{5000};
     std::chrono::milliseconds ready_timeout{30000};
     std::chrono::milliseconds drain_timeout{10000};
+    // How long a poller (begin_polling) may go without polling before the completion threads take results
+    // themselves.
+    std::chrono::microseconds poller_stale{1000};
     bool fault_kernels = false;
     std::vector<config::PreloadConfig> preload; // root only: arenas to map before the zygote fork
     std::vector<ArenaView> arenas;              // every level: the arenas inherited from the root

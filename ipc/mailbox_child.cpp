@@ -5,11 +5,17 @@
 
 #include <algorithm>
 #include <cstring>
+#include <sched.h>
 #include <stdexcept>
 #include <string>
 #include <sys/stat.h>
 
 namespace canopy::ipc {
+
+namespace {
+// Spin steps after which a child that shares its CPU with the parent gives up spinning (MailboxChild::next).
+constexpr std::uint32_t SHARED_CPU_CHECK_AFTER = 1024;
+} // namespace
 
 MailboxChild::MailboxChild(int memfd, std::uint32_t generation) : generation_(generation) {
     struct stat st {};
@@ -55,6 +61,12 @@ TaskFrame* MailboxChild::next(FrameTrailer& trailer, std::uint32_t spin) {
             }
             if (shutdown_requested()) {
                 return nullptr;
+            }
+            if (i >= SHARED_CPU_CHECK_AFTER && i % SPIN_YIELD_EVERY == SPIN_YIELD_EVERY - 1 &&
+                ::sched_getcpu() == h->submit_cpu.load(std::memory_order_relaxed)) {
+                // On the CPU the parent submits from, a long spin only takes turns with the parent. Block
+                // instead: the parent's wake-up then places this process on a CPU with nothing to run.
+                break;
             }
             spin_pause(i);
         }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <ctime>
 #include <new>
+#include <sched.h>
 #include <sys/mman.h>
 
 namespace canopy::ipc {
@@ -43,6 +44,7 @@ MailboxParent::MailboxParent(std::uint32_t generation) : generation_(generation)
     h->frame_count = MAILBOX_FRAMES;
     h->frame_bytes = sizeof(TaskFrame);
     h->generation = generation;
+    h->submit_cpu.store(-1, std::memory_order_relaxed);
     for (std::uint32_t i = 0; i < MAILBOX_FRAMES; ++i) {
         new (region_.data() + sizeof(MailboxHeader) + i * sizeof(TaskFrame)) TaskFrame{};
     }
@@ -77,6 +79,7 @@ std::uint64_t MailboxParent::submit(const Dispatch& d) {
     f->timeout_ms = d.timeout_ms;
     std::memcpy(f->blob, d.blob.data(), d.blob.size());
     sent_[next_dispatch_ % MAILBOX_FRAMES] = trailer;
+    header()->submit_cpu.store(::sched_getcpu(), std::memory_order_relaxed);
     f->state.store(static_cast<std::uint32_t>(FrameState::READY), std::memory_order_release);
     header()->submit_seq.fetch_add(1, std::memory_order_seq_cst);
     if (header()->child_sleeping.load(std::memory_order_seq_cst) != 0) {

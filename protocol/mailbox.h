@@ -32,7 +32,7 @@
 namespace canopy {
 
 inline constexpr std::uint32_t MAILBOX_MAGIC = 0x58424d43; // "CMBX"
-inline constexpr std::uint32_t MAILBOX_LAYOUT_VERSION = 1;
+inline constexpr std::uint32_t MAILBOX_LAYOUT_VERSION = 2;
 // Frames in flight per child. A graph's tasks for one worker are queued 64 deep, so the worker runs them
 // back to back while its completion thread sleeps or waits for the CPU (with 8 frames the service ran
 // about 6 % fewer tasks per second on 2 cores). 64 frames of about 7 KiB: 450 KiB per mailbox.
@@ -103,6 +103,7 @@ struct alignas(64) MailboxHeader {
     std::uint32_t generation;                            // child incarnation this region serves
     alignas(64) std::atomic<std::uint64_t> submit_seq;   // bumped by the parent per READY frame
     std::atomic<std::uint32_t> child_sleeping;           // child is (about to be) in FUTEX_WAIT
+    std::atomic<std::int32_t> submit_cpu;                // CPU of the parent's last submit; -1 before the first
     alignas(64) std::atomic<std::uint64_t> complete_seq; // bumped by the child per finished frame
     std::atomic<std::uint32_t> parent_sleeping;          // parent is (about to be) in FUTEX_WAIT
     alignas(64) std::atomic<std::uint32_t> shutdown;     // non-zero: the child exits its loop

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <functional>
+#include <mutex>
 #include <numeric>
 #include <thread>
 
@@ -74,49 +75,74 @@ TEST_CASE("access beyond the grant is refused with ACCESS_DENIED", "[daemon]") {
     CHECK_THAT(r.message, Catch::Contains("args[0]") && Catch::Contains("write"));
 }
 
-TEST_CASE("a caller that polls takes the results, and the completion threads take over when it stops polling",
+namespace {
+
+// Submits n sleep_ms(0) tasks to chip0; each result records the thread that delivered it.
+struct Deliveries {
+    std::mutex mu;
+    std::vector<std::thread::id> threads;
+    std::size_t count() {
+        std::lock_guard lock(mu);
+        return threads.size();
+    }
+};
+
+void submit_noops(Supervisor& sup, int n, Deliveries& out) {
+    for (int i = 0; i < n; ++i) {
+        sup.submit(task("sleep_ms", "chip0", {}, {ScalarArg::i64(0)}), [&out](daemon::TaskResult r) {
+            CHECK(r.ok());
+            std::lock_guard lock(out.mu);
+            out.threads.push_back(std::this_thread::get_id());
+        });
+    }
+}
+
+bool wait_until_count(Deliveries& d, std::size_t n, const std::function<void()>& step) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (d.count() < n && std::chrono::steady_clock::now() < deadline) {
+        step();
+    }
+    return d.count() == n;
+}
+
+} // namespace
+
+TEST_CASE("while a caller polls, its poll_completions calls deliver every result", "[daemon]") {
+    TempDir state;
+    auto options = l3_options(state.path, 1, 1);
+    options.poller_stale = std::chrono::seconds(30); // the completion threads never step in here
+    Supervisor sup(options);
+    sup.start();
+    sup.begin_polling();
+    Deliveries d;
+    submit_noops(sup, 20, d);
+    std::size_t taken = 0;
+    CHECK(wait_until_count(d, 20, [&] { taken += sup.poll_completions(); }));
+    CHECK(taken == 20);
+    for (const auto& id : d.threads) {
+        CHECK(id == std::this_thread::get_id());
+    }
+    sup.end_polling();
+    sup.stop();
+}
+
+TEST_CASE("a poller that stops polling is replaced by the completion threads, and end_polling hands back to them",
           "[daemon]") {
     TempDir state;
-    Supervisor sup(l3_options(state.path, 1, 1));
+    Supervisor sup(l3_options(state.path, 1, 1)); // poller_stale: 1 ms
     sup.start();
-    auto submit = [&](std::atomic<int>& done) {
-        sup.submit(task("sleep_ms", "chip0", {}, {ScalarArg::i64(0)}), [&](daemon::TaskResult r) {
-            CHECK(r.ok());
-            ++done;
-        });
-    };
-    auto wait_for = [](const std::atomic<int>& done, int n, const std::function<void()>& poll) {
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        while (done.load() < n && std::chrono::steady_clock::now() < deadline) {
-            poll();
-        }
-        return done.load() == n;
-    };
-
-    // While polled, the poller's own calls deliver the results.
-    std::atomic<int> polled{0};
     sup.begin_polling();
-    std::size_t taken = 0;
-    for (int i = 0; i < 20; ++i) {
-        submit(polled);
+    // The poller is busy elsewhere: no poll_completions at all. The completion threads deliver.
+    Deliveries stalled;
+    submit_noops(sup, 5, stalled);
+    CHECK(wait_until_count(stalled, 5, [] { std::this_thread::sleep_for(std::chrono::milliseconds(1)); }));
+    for (const auto& id : stalled.threads) {
+        CHECK(id != std::this_thread::get_id());
     }
-    CHECK(wait_for(polled, 20, [&] { taken += sup.poll_completions(); }));
-    CHECK(taken > 0);
-
-    // A poller busy elsewhere (no poll_completions for longer than POLLER_STALE): the completion threads
-    // deliver the results themselves.
-    std::atomic<int> stalled{0};
-    for (int i = 0; i < 5; ++i) {
-        submit(stalled);
-    }
-    CHECK(wait_for(stalled, 5, [] { std::this_thread::sleep_for(std::chrono::milliseconds(1)); }));
-
-    // After end_polling the completion threads deliver at once again.
+    // After end_polling they deliver without waiting for a stale poller.
     sup.end_polling();
-    std::atomic<int> after{0};
-    for (int i = 0; i < 20; ++i) {
-        submit(after);
-    }
-    CHECK(wait_for(after, 20, [] { std::this_thread::yield(); }));
+    Deliveries after;
+    submit_noops(sup, 20, after);
+    CHECK(wait_until_count(after, 20, [] { std::this_thread::yield(); }));
     sup.stop();
 }
