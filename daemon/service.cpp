@@ -67,8 +67,9 @@ int Service::run() {
 
 // The io thread's loop: it runs ready handlers and, for SERVE_SPIN after the last one, polls the socket and
 // the children's mailboxes instead of sleeping in epoll_wait. A client's next request, and a task's result,
-// that arrive within that window are then picked up without waking a thread (a wake of a sleeping thread costs 15-30 us
-// on this kind of machine, more than the rest of a no-op task's round trip). An idle daemon sleeps.
+// that arrive within that window are then picked up without waking a thread (waking a sleeping thread on an
+// idle CPU costs 15-30 us on a small virtual machine, more than the rest of a no-op task's round trip).
+// An idle daemon sleeps.
 void Service::serve() {
     using Clock = std::chrono::steady_clock;
     auto last_work = Clock::now();
