@@ -46,6 +46,7 @@ struct Incarnation {
     std::unique_ptr<ipc::MailboxParent> mailbox;
     ipc::UniqueFd control;
     std::atomic<bool> ended{false};
+    bool poison_killed = false; // the mailbox was found poisoned and the child killed; guarded by the slot's mu
     std::thread completion_thread;
     std::thread control_thread;
     std::chrono::steady_clock::time_point spawned_at;

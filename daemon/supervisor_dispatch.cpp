@@ -318,7 +318,8 @@ void Supervisor::arm_deadline_locked(ChildSlot& slot) {
 }
 
 // Takes every published result of `inc` and refills its mailbox. REQUIRES slot.mu, with slot.live == &inc.
-// Returns false when the mailbox is poisoned (recorded in last_exit).
+// A poisoned mailbox (recorded in last_exit) gets its child killed, once; the exit event then fails the
+// in-flight tasks and restarts the child. Whoever harvests, completion thread or poller, sees it.
 bool Supervisor::harvest_locked(ChildSlot& slot, Incarnation& inc,
                                 std::vector<std::pair<TaskCallback, TaskResult>>& results) {
     bool took = false;
@@ -343,6 +344,10 @@ bool Supervisor::harvest_locked(ChildSlot& slot, Incarnation& inc,
         return true;
     } catch (const ipc::MailboxPoisoned& e) {
         slot.last_exit = "fatal: mailbox poisoned: " + std::string(e.what());
+        if (!inc.poison_killed && inc.pid > 0) {
+            inc.poison_killed = true;
+            ::kill(inc.pid, SIGKILL); // under slot.mu with slot.live == &inc: the pid is not reaped yet
+        }
         return false;
     }
 }
@@ -389,9 +394,8 @@ void Supervisor::completion_loop(ChildSlot& slot, Incarnation& inc) {
         }
         results.clear();
         notify_drain();
-        if (poisoned && inc.pid > 0) {
-            ::kill(inc.pid, SIGKILL); // its exit event fails the in-flight tasks
-            return;
+        if (poisoned) {
+            return; // harvest_locked killed the child; its exit event ends this incarnation
         }
     }
 }
@@ -431,7 +435,6 @@ std::size_t Supervisor::poll_completions() {
         if (!lock.owns_lock() || !slot->live || slot->in_flight.empty()) {
             continue; // busy: its completion thread or a submitter has it
         }
-        // A poisoned mailbox is left to the slot's completion thread, which kills the child.
         harvest_locked(*slot, *slot->live, results);
     }
     for (auto& [done, result] : results) {

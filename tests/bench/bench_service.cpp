@@ -68,13 +68,18 @@ std::string frame(const std::string& body) {
     return f + body;
 }
 
-json call(int fd, const std::string& framed) {
+// Sends one request frame and returns the body of the reply frame.
+std::string exchange(int fd, const std::string& framed) {
     write_all(fd, framed.data(), framed.size());
     std::uint32_t len = 0;
     read_all(fd, reinterpret_cast<char*>(&len), 4);
     std::string body(len, '\0');
     read_all(fd, body.data(), len);
-    return json::parse(body);
+    return body;
+}
+
+json call(int fd, const std::string& framed) {
+    return json::parse(exchange(fd, framed));
 }
 
 // Reads one reply frame and counts its tasks whose "state" is "completed", without building a JSON tree:
@@ -129,11 +134,7 @@ private:
 };
 
 int call_counting(int fd, const std::string& framed) {
-    write_all(fd, framed.data(), framed.size());
-    std::uint32_t len = 0;
-    read_all(fd, reinterpret_cast<char*>(&len), 4);
-    std::string body(len, '\0');
-    read_all(fd, body.data(), len);
+    const std::string body = exchange(fd, framed);
     CompletedCounter counter;
     if (!json::sax_parse(body, &counter)) {
         return -1;
