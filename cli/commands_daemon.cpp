@@ -1,4 +1,4 @@
-// The commands about the daemon itself: status, metrics, shutdown, module load.
+// The commands about the daemon itself: status, worker restart, metrics, shutdown, module load.
 
 #include "cli/commands.h"
 #include "cli/render.h"
@@ -13,12 +13,29 @@ namespace {
 
 using nlohmann::json;
 
+// Exit 0 when every worker of the tree is running, 1 when any is not (starting, restarting, dead, stopped).
 int status(Invocation& inv) {
     const json reply = inv.client().call({{"op", "status"}});
     if (inv.json()) {
         inv.print_json(reply);
     } else {
         inv.out() << render_status(reply);
+    }
+    const json workers = reply.value("workers", json::array());
+    for (const json& w : workers) {
+        if (!w.is_object() || w.value("state", std::string()) != "running") {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int worker_restart(Invocation& inv, const std::string& worker) {
+    const json reply = inv.client().call({{"op", "worker.restart"}, {"worker", worker}});
+    if (inv.json()) {
+        inv.print_json(reply);
+    } else {
+        inv.out() << "worker " << worker << " restarts\n";
     }
     return 0;
 }
@@ -131,6 +148,15 @@ void add_daemon_commands(CLI::App& app, Invocation& inv, Action& action) {
     CLI::App* status_cmd = app.add_subcommand("status", "show the daemon and its worker tree");
     add_common_options(*status_cmd, inv);
     status_cmd->callback([&inv, &action] { action = [&inv] { return status(inv); }; });
+
+    CLI::App* worker_cmd = app.add_subcommand("worker", "manage workers");
+    worker_cmd->require_subcommand(1);
+    CLI::App* restart = worker_cmd->add_subcommand(
+        "restart", "restart WORKER: a dead one comes back with a fresh restart budget, a live one is killed first");
+    auto worker = std::make_shared<std::string>();
+    restart->add_option("WORKER", *worker, "worker path, e.g. chip0 or /node0/sub1")->required();
+    add_common_options(*restart, inv);
+    restart->callback([&inv, &action, worker] { action = [&inv, worker] { return worker_restart(inv, *worker); }; });
 
     CLI::App* metrics_cmd = app.add_subcommand("metrics", "print the daemon's metrics (Prometheus text)");
     add_common_options(*metrics_cmd, inv);

@@ -89,8 +89,9 @@ public:
     }
 
     int serve() {
+        push_status();
         send_control(control_, ipc::ChildMessageType::READY);
-        std::thread status_thread([this] { answer_status_requests(); });
+        std::thread control_thread([this] { read_control(); });
         FrameTrailer trailer{};
         while (TaskFrame* frame = mailbox_.next(trailer)) {
             const std::uint64_t start = worker::monotonic_ns();
@@ -101,13 +102,31 @@ public:
             forward(frame, trailer, start);
         }
         ::shutdown(control_, SHUT_RDWR);
-        status_thread.join();
+        control_thread.join();
         return 0;
     }
 
+    // Sends the nested tree to the parent, which answers its status requests from the latest one. Called
+    // before READY and whenever the tree changes, from any thread; one snapshot at a time, in order.
+    void push_status() {
+        std::lock_guard one(push_mu_);
+        const std::string json = workers_to_json(nested_.status());
+        ipc::ChildMessage header{};
+        header.type = static_cast<std::uint32_t>(ipc::ChildMessageType::STATUS_REPLY);
+        header.pid = ::getpid();
+        std::vector<std::byte> bytes(sizeof header + json.size());
+        std::memcpy(bytes.data(), &header, sizeof header);
+        std::memcpy(bytes.data() + sizeof header, json.data(), json.size());
+        try {
+            ipc::send_message(control_, std::span<const std::byte>(bytes.data(), bytes.size()));
+        } catch (const std::exception&) {
+            // The parent is gone; this process ends with it.
+        }
+    }
+
 private:
-    // Serves STATUS_REQUEST from the parent, and takes its FD_REPLYs, until the socket closes.
-    void answer_status_requests() {
+    // Takes the parent's FD_REPLYs and WORKER_RESTART requests until the socket closes.
+    void read_control() {
         for (;;) {
             ipc::ChildMessage m{};
             std::vector<ipc::UniqueFd> fds;
@@ -118,26 +137,22 @@ private:
             } catch (const std::exception&) {
                 return;
             }
-            if (static_cast<ipc::ChildMessageType>(m.type) == ipc::ChildMessageType::FD_REPLY) {
+            switch (static_cast<ipc::ChildMessageType>(m.type)) {
+            case ipc::ChildMessageType::FD_REPLY: {
                 std::lock_guard lock(reply_mu_);
                 reply_.emplace(m, std::move(fds));
                 reply_cv_.notify_all();
-                continue;
+                break;
             }
-            if (static_cast<ipc::ChildMessageType>(m.type) != ipc::ChildMessageType::STATUS_REQUEST) {
-                continue;
-            }
-            const std::string json = workers_to_json(nested_.status());
-            ipc::ChildMessage reply{};
-            reply.type = static_cast<std::uint32_t>(ipc::ChildMessageType::STATUS_REPLY);
-            reply.pid = ::getpid();
-            std::vector<std::byte> bytes(sizeof reply + json.size());
-            std::memcpy(bytes.data(), &reply, sizeof reply);
-            std::memcpy(bytes.data() + sizeof reply, json.data(), json.size());
-            try {
-                ipc::send_message(control_, std::span<const std::byte>(bytes.data(), bytes.size()));
-            } catch (const std::exception&) {
-                return;
+            case ipc::ChildMessageType::WORKER_RESTART:
+                try {
+                    nested_.restart_worker(std::string(m.text, std::min<std::size_t>(m.text_len, sizeof m.text)));
+                } catch (const std::exception& e) {
+                    ::dprintf(2, "canopy: %s: worker restart: %s\n", nested_.options().path.c_str(), e.what());
+                }
+                break;
+            default:
+                break;
             }
         }
     }
@@ -239,6 +254,7 @@ private:
     ipc::MailboxChild mailbox_;
     worker::ImportRegistry imports_;
     std::mutex fetch_mu_; // one fd request to the parent at a time
+    std::mutex push_mu_;  // one status push at a time
     std::mutex reply_mu_;
     std::condition_variable reply_cv_;
     std::optional<std::pair<ipc::ChildMessage, std::vector<ipc::UniqueFd>>> reply_;
@@ -251,10 +267,14 @@ int run_nested(const SupervisorOptions& options, const SpawnRequest& request, ip
         Supervisor nested(options);
         NextLevelWorker worker(nested, std::move(mailbox), control.get(), request.generation);
         nested.set_parent(&worker);
-        // The nested supervisor stops (joining every thread that may use the link) before the worker goes.
+        nested.set_on_change([&worker] { worker.push_status(); });
+        // A tree that cannot heal: this process exits, and its parent restarts it afresh.
+        nested.set_on_fatal([](const std::string&) { ::_exit(70); });
+        // The nested supervisor stops (joining every thread that may use the link) before the worker goes. Its
+        // parent drained before it asked this node to stop, so nothing more is waited for.
         struct StopFirst {
             Supervisor& supervisor;
-            ~StopFirst() { supervisor.stop(); }
+            ~StopFirst() { supervisor.stop(std::chrono::steady_clock::now()); }
         } stop_first{nested};
         nested.start();
         return worker.serve();

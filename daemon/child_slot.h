@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -46,12 +47,13 @@ struct Incarnation {
     std::unique_ptr<ipc::MailboxParent> mailbox;
     ipc::UniqueFd control;
     std::atomic<bool> ended{false};
-    bool poison_killed = false; // the mailbox was found poisoned and the child killed; guarded by the slot's mu
+    std::uint32_t zygote_epoch = 0; // of the zygote that forked it
+    bool poison_killed = false;     // the mailbox was found poisoned and the child killed; guarded by the slot's mu
     std::thread completion_thread;
     std::thread control_thread;
     std::chrono::steady_clock::time_point spawned_at;
     std::string status_reply; // nested supervisors: the last STATUS_REPLY's JSON, guarded by the slot's mu
-    std::uint64_t status_replies = 0;
+    std::chrono::steady_clock::time_point status_at; // when it arrived
 };
 
 struct ChildSlot {
@@ -67,6 +69,7 @@ struct ChildSlot {
     std::uint64_t tasks_done = 0;
     std::uint64_t tasks_failed = 0;
     std::string last_exit; // "killed by signal 9 (SIGKILL)"
+    bool fatal = false;    // the child reported it cannot serve (last_exit says why): it is not restarted
     std::chrono::steady_clock::time_point running_since;
     std::unique_ptr<Incarnation> live;
     std::deque<PendingTask> pending;                          // accepted, not yet in the mailbox
@@ -74,6 +77,8 @@ struct ChildSlot {
     std::uint64_t oldest_dispatch = 0;                        // the frame the worker runs now (the oldest in flight)
     std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
     std::uint64_t timed_out_task = 0; // the task whose timeout killed the current incarnation
+    // Nested nodes: tasks done and failed per worker below (full path), counted as their results come back.
+    std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> nested_counts;
 };
 
 // Counts a finished task on its worker's counters; the supervisor's own control frames (@release) do

@@ -22,7 +22,51 @@ Service::Service(const config::Config& config, std::shared_ptr<spdlog::logger> l
                [this](const nlohmann::json& request, const Peer& peer, Reply reply) {
                    handle(request, peer, std::move(reply));
                }),
-      signals_(io_, SIGTERM, SIGINT) {}
+      signals_(io_, SIGTERM, SIGINT) {
+    supervisor_.set_on_change([this] { tree_changed(); });
+    supervisor_.set_on_fatal([this](const std::string& why) {
+        log_->critical("canopyd exits with status 1 so that it can be restarted afresh: {}", why);
+        exit_code_ = 1;
+        request_stop();
+    });
+}
+
+std::string describe_tree(const std::vector<WorkerStatus>& workers) {
+    constexpr std::size_t NAMED = 3;
+    std::size_t up = 0;
+    std::string down;
+    std::size_t named = 0;
+    for (const auto& w : workers) {
+        if (w.state == WorkerState::RUNNING) {
+            ++up;
+            continue;
+        }
+        if (named++ < NAMED) {
+            down += "; " + w.path + " " + to_string(w.state) + (w.last_exit.empty() ? "" : ": " + w.last_exit);
+        }
+    }
+    if (named > NAMED) {
+        down += "; " + std::to_string(named - NAMED) + " more not running";
+    }
+    return std::to_string(up) + "/" + std::to_string(workers.size()) + " workers up" + down;
+}
+
+void Service::tree_changed() {
+    if (!status_dirty_.exchange(true)) {
+        asio::post(io_, [this] { publish_status(); });
+    }
+}
+
+void Service::publish_status() {
+    status_dirty_ = false;
+    {
+        std::lock_guard lock(mu_);
+        if (!ready_ || stopping_) {
+            return; // STATUS= says "stopping" from now on
+        }
+    }
+    notify_status(describe_tree(supervisor_.status()));
+}
 
 Service::~Service() {
     // Slow requests finish (the supervisor has stopped, so they fail fast) while io_ can still take replies.
@@ -50,9 +94,9 @@ int Service::run() {
     for (const auto& w : workers) {
         log_->info("{} {} pid {} {}", w.path, w.kind, w.pid, to_string(w.state));
     }
-    const std::string ready =
-        std::to_string(workers.size()) + " workers up; listening on " + config_.control.socket.string();
+    const std::string ready = describe_tree(workers) + "; listening on " + config_.control.socket.string();
     notify_ready(ready);
+    ready_ = true;
     log_->info("ready: {}", ready);
     if (stop_requested_) {
         begin_stop();
@@ -62,7 +106,7 @@ int Service::run() {
         stopper_.join();
     }
     log_->info("stopped");
-    return 0;
+    return exit_code_;
 }
 
 // The io thread's loop: it runs ready handlers and, for SERVE_SPIN after the last one, polls the socket and
@@ -157,7 +201,8 @@ void Service::begin_stop() {
         for (auto& cb : callbacks) {
             cb();
         }
-        supervisor_.stop();
+        // One drain: the supervisor's own ends at the same deadline, then its children get STOP_GRACE to exit.
+        supervisor_.stop(deadline);
         // Runs after the replies posted above: each connection closes once they are written. A client
         // that never reads its reply is cut off after CLOSE_GRACE.
         asio::post(io_, [this] {

@@ -88,6 +88,9 @@ private:
     void start_metrics_listener();
     void accept_metrics();
     void schedule_watchdog();
+    // Called on any change of the worker tree: STATUS= follows it (coalesced on the io thread).
+    void tree_changed();
+    void publish_status();
 
     config::Config config_;
     std::shared_ptr<spdlog::logger> log_;
@@ -116,7 +119,14 @@ private:
     boost::asio::signal_set signals_;
     std::thread stopper_;
     std::atomic<bool> stop_requested_{false};
+    std::atomic<bool> status_dirty_{false};
+    std::atomic<bool> ready_{false};
+    std::atomic<int> exit_code_{0}; // non-zero once the tree could not heal
 };
+
+// One line for systemd's STATUS=: "9/9 workers up", or "8/9 workers up; /node1/chip0 dead: killed by signal 9
+// (SIGKILL)" naming the first few workers that are not running.
+std::string describe_tree(const std::vector<WorkerStatus>& workers);
 
 // The supervisor options of a config with the state dir it names.
 SupervisorOptions service_options(const config::Config& config);

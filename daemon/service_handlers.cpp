@@ -137,7 +137,7 @@ json error_of_current_exception() {
 
 } // namespace
 
-void Service::handle(const json& request, const Peer& /*peer*/, Reply reply) {
+void Service::handle(const json& request, const Peer& peer, Reply reply) {
     try {
         const std::string op = string_member(request, "op", "request");
         if (op == "submit" || op == "run") {
@@ -201,7 +201,13 @@ void Service::handle(const json& request, const Peer& /*peer*/, Reply reply) {
                 list.push_back(module_json(m));
             }
             result = {{"modules", list}};
+        } else if (op == "worker.restart") {
+            const std::string worker = string_member(request, "worker", "request");
+            supervisor_.restart_worker(worker);
+            log_->warn("worker {}: restart asked by uid {} pid {}", worker, peer.uid, peer.pid);
+            result = {{"worker", worker}};
         } else if (op == "shutdown") {
+            log_->warn("shutdown asked by uid {} pid {}", peer.uid, peer.pid);
             reply(json::object());
             request_stop();
             return;

@@ -1,14 +1,15 @@
+// Supervisor lifecycle: the zygote and its standby, spawning, exits, restarts with back-off, deaths marked
+// and logged, task deadlines, and the stop.
 #include "daemon/supervisor.h"
 
-#include "ipc/child_message.h"
 #include "ipc/fd_passing.h"
 #include "ipc/sys_error.h"
 
 #include <algorithm>
 #include <cstring>
-#include <fcntl.h>
-#include <future>
 #include <signal.h>
+#include <spdlog/sinks/null_sink.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
 namespace canopy::daemon {
@@ -16,7 +17,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A child that stayed up this long counts as healthy again: its next death starts the back-off over.
+// A child (or zygote) that stayed up this long counts as healthy again: its next death starts the back-off over.
 constexpr auto HEALTHY_UPTIME = std::chrono::seconds(30);
 
 void deliver(std::vector<std::pair<TaskCallback, TaskResult>>& results) {
@@ -28,16 +29,39 @@ void deliver(std::vector<std::pair<TaskCallback, TaskResult>>& results) {
     results.clear();
 }
 
+std::shared_ptr<spdlog::logger> pick_logger(const SupervisorOptions& options) {
+    if (options.log) {
+        return options.log;
+    }
+    if (auto registered = spdlog::get("daemon")) {
+        return registered;
+    }
+    return std::make_shared<spdlog::logger>("daemon", std::make_shared<spdlog::sinks::null_sink_mt>());
+}
+
+std::string tasks_phrase(std::size_t n) {
+    return n == 0 ? std::string() : "; " + std::to_string(n) + (n == 1 ? " task" : " tasks") + " failed";
+}
+
 } // namespace
 
 Supervisor::Supervisor(SupervisorOptions options)
     : options_(std::move(options)), arenas_(map_preloads()),
       zygote_(
-          Zygote::start([opts = options_](const SpawnRequest& request, ipc::UniqueFd mailbox, ipc::UniqueFd control) {
+          [opts = options_](const SpawnRequest& request, ipc::UniqueFd mailbox, ipc::UniqueFd control) {
               return run_child(opts, request, std::move(mailbox), std::move(control));
-          })),
-      buffers_(options_.state_dir / "journal") {
-    buffers_.journal().recover();
+          },
+          options_.standby_zygote),
+      buffers_(options_.state_dir / "journal"), log_(pick_logger(options_)),
+      policy_(options_.restart_budget, options_.backoff_initial, options_.backoff_max, HEALTHY_UPTIME),
+      zygote_since_(Clock::now()) {
+    const RecoveryReport recovered = buffers_.journal().recover();
+    for (const std::string& name : recovered.unlinked) {
+        log_->warn("{}: unlinked shm object {}, left behind by an earlier run", options_.path, name);
+    }
+    for (const auto& [name, why] : recovered.failed) {
+        log_->error("{}: could not unlink shm object {} left by an earlier run: {}", options_.path, name, why);
+    }
     for (const ArenaView& arena : arenas_.views) {
         buffers_.register_arena(arena.name, arena.backend, arena.base, arena.length);
     }
@@ -63,6 +87,12 @@ void Supervisor::notify_events() {
     // check (and sees the change) or already waiting (and is woken).
     { std::lock_guard lock(events_mu_); }
     events_cv_.notify_all();
+}
+
+void Supervisor::changed() const {
+    if (on_change_) {
+        on_change_();
+    }
 }
 
 Supervisor::~Supervisor() {
@@ -106,7 +136,7 @@ void Supervisor::spawn(ChildSlot& slot) {
     Incarnation* raw = inc.get();
     {
         std::lock_guard lock(slot.mu);
-        if (stopping_) {
+        if (stopping_ || slot.live) {
             return;
         }
         inc->generation = ++slot.generation;
@@ -115,41 +145,114 @@ void Supervisor::spawn(ChildSlot& slot) {
         inc->spawned_at = Clock::now();
         slot.live = std::move(inc);
     }
-    auto [ours, theirs] = ipc::seqpacket_pair();
-    raw->control = std::move(ours);
-    raw->completion_thread = std::thread([this, &slot, raw] { completion_loop(slot, *raw); });
-    raw->control_thread = std::thread([this, &slot, raw] { control_loop(slot, *raw); });
+    std::optional<ipc::UniqueFd> theirs;
     try {
-        zygote_.request_spawn({slot.index, raw->generation}, raw->mailbox->fd(), theirs.get());
+        auto pair = ipc::seqpacket_pair();
+        raw->control = std::move(pair.first);
+        theirs = std::move(pair.second);
+        raw->completion_thread = std::thread([this, &slot, raw] { completion_loop(slot, *raw); });
+        raw->control_thread = std::thread([this, &slot, raw] { control_loop(slot, *raw); });
     } catch (const std::exception& e) {
-        end_incarnation(slot, std::string("could not ask the zygote to fork: ") + e.what());
+        // Out of fds or threads: the child does not start, and the daemon keeps running.
+        end_incarnation(slot, std::string("could not be started: ") + e.what());
+        return;
+    }
+    try {
+        raw->zygote_epoch = zygote_.request_spawn({slot.index, raw->generation}, raw->mailbox->fd(), theirs->get());
+    } catch (const std::exception& e) {
+        // The zygote is gone: the event thread replaces it and restarts this child.
+        end_incarnation(slot, std::string("could not ask the zygote to fork: ") + e.what(), EndCause::ZYGOTE_DIED);
     }
 }
 
 void Supervisor::event_loop() {
-    ZygoteEvent e{};
-    try {
-        while (zygote_.read_event(e)) {
-            switch (e.type) {
-            case ZygoteEventType::SPAWNED:
-            case ZygoteEventType::SPAWN_FAILED:
-                on_spawned(e);
-                break;
-            case ZygoteEventType::EXITED:
-                on_exited(e.pid, e.status);
-                break;
+    for (;;) {
+        ZygoteEvent e{};
+        try {
+            while (zygote_.read_event(e)) {
+                on_event(e);
             }
+        } catch (const std::exception&) {
         }
-    } catch (const std::exception&) {
+        if (stopping_) {
+            return;
+        }
+        on_zygote_died();
+        if (zygote_lost_) {
+            return;
+        }
     }
-    if (stopping_) {
+}
+
+void Supervisor::on_event(const ZygoteEvent& e) {
+    switch (e.type) {
+    case ZygoteEventType::SPAWNED:
+    case ZygoteEventType::SPAWN_FAILED:
+        on_spawned(e);
+        break;
+    case ZygoteEventType::EXITED:
+        on_exited(e.pid, e.status);
+        break;
+    case ZygoteEventType::STANDBY:
+        log_->debug("{}: standby zygote pid {} ready", options_.path, e.pid);
+        break;
+    case ZygoteEventType::STANDBY_EXITED:
+        if (!stopping_) {
+            log_->warn("{}: standby zygote pid {} {}; the zygote forks another", options_.path, e.pid,
+                       describe_wait_status(e.status));
+        }
+        break;
+    }
+}
+
+// The zygote's children died with it (PR_SET_PDEATHSIG). Its standby, forked from it and so just as
+// single-threaded and CUDA-free, with the same arenas, becomes the zygote; every child restarts through it.
+void Supervisor::on_zygote_died() {
+    const ZygoteDeath dead = zygote_.replace();
+    const std::string how = dead.how.empty() ? "died" : dead.how;
+    const bool healthy = Clock::now() - zygote_since_ >= HEALTHY_UPTIME;
+    zygote_failures_ = healthy ? 1 : zygote_failures_ + 1;
+    zygote_since_ = Clock::now();
+    if (dead.successor <= 0 || zygote_failures_ > options_.restart_budget) {
+        give_up("the zygote (pid " + std::to_string(dead.pid) + ") " + how +
+                (dead.successor <= 0
+                     ? " and no standby could take its place"
+                     : " and zygotes died " + std::to_string(zygote_failures_) +
+                           " times in a row, past the restart budget of " + std::to_string(options_.restart_budget)));
         return;
     }
-    // The zygote died: its children died with it (PR_SET_PDEATHSIG) and none can be forked again, since
-    // a new zygote cannot be forked from this multi-threaded process.
-    zygote_lost_ = true;
+    log_->error("{}: the zygote (pid {}) {}; standby pid {} takes its place and every child restarts", options_.path,
+                dead.pid, how, dead.successor);
     for (auto& slot : slots_) {
-        end_incarnation(*slot, "the zygote died");
+        // Only incarnations the dead zygote forked: a restart may already have gone through its successor.
+        std::uint32_t generation = 0;
+        pid_t pid = -1;
+        {
+            std::lock_guard lock(slot->mu);
+            if (slot->live && slot->live->zygote_epoch < dead.epoch) {
+                generation = slot->live->generation;
+                pid = slot->live->pid;
+            }
+        }
+        if (generation != 0) {
+            {
+                std::lock_guard lock(events_mu_);
+                by_pid_.erase(pid); // its exit is nobody's to report now
+            }
+            end_incarnation(*slot, "died with the zygote (pid " + std::to_string(dead.pid) + ")", EndCause::ZYGOTE_DIED,
+                            generation);
+        }
+    }
+}
+
+void Supervisor::give_up(const std::string& why) {
+    zygote_lost_ = true;
+    log_->critical("{}: {}; the tree cannot heal and every worker is dead", options_.path, why);
+    for (auto& slot : slots_) {
+        end_incarnation(*slot, "died with the zygote: " + why, EndCause::ZYGOTE_DIED);
+    }
+    if (on_fatal_) {
+        on_fatal_(why);
     }
 }
 
@@ -188,20 +291,22 @@ void Supervisor::on_exited(pid_t pid, int status) {
     end_incarnation(*slot, describe_wait_status(status));
 }
 
-void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why) {
+void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why, EndCause cause, std::uint32_t generation) {
     std::unique_ptr<Incarnation> inc;
     {
         std::lock_guard lock(slot.mu);
-        if (!slot.live) {
+        if (!slot.live || (generation != 0 && slot.live->generation != generation)) {
             return;
         }
         inc = std::move(slot.live);
-        const bool fatal_reported = slot.last_exit.rfind("fatal: ", 0) == 0;
+        const bool fatal_reported = slot.fatal;
         slot.last_exit = fatal_reported ? slot.last_exit + "; " + why : why;
     }
     inc->ended = true;
     inc->mailbox->wake_waiters();
-    ::shutdown(inc->control.get(), SHUT_RDWR);
+    if (inc->control) {
+        ::shutdown(inc->control.get(), SHUT_RDWR);
+    }
     if (inc->completion_thread.joinable()) {
         inc->completion_thread.join();
     }
@@ -209,6 +314,8 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why) {
         inc->control_thread.join();
     }
     std::vector<std::pair<TaskCallback, TaskResult>> results;
+    std::string line;
+    bool dead = false;
     {
         std::lock_guard lock(slot.mu);
         try {
@@ -224,6 +331,7 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why) {
         } catch (const ipc::MailboxPoisoned&) {
             // The remaining frames are failed below.
         }
+        const std::size_t lost = slot.in_flight.size();
         const std::string died = "worker " + slot.path + " died (" + slot.last_exit + ")";
         for (auto& [dispatch, task] : slot.in_flight) {
             count_result(slot, task, ErrorCode::WORKER_DIED);
@@ -241,33 +349,54 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why) {
         slot.in_flight.clear();
         slot.timed_out_task = 0;
         slot.deadline = Clock::time_point::max();
-        const bool fatal = slot.last_exit.rfind("fatal: ", 0) == 0;
-        if (stopping_) {
-            slot.state = WorkerState::STOPPED;
+        line = after_death_locked(slot, cause, inc->pid, lost);
+        dead = slot.state == WorkerState::DEAD;
+        if (dead) {
+            fail_all_locked(slot, ErrorCode::WORKER_DIED,
+                            "worker " + slot.path + " is dead after " + std::to_string(slot.restarts) +
+                                " restarts (last exit: " + slot.last_exit + ")",
+                            results);
+        } else if (slot.state == WorkerState::STOPPED) {
             fail_all_locked(slot, ErrorCode::WORKER_DIED, "worker " + slot.path + " stopped", results);
-        } else {
-            const bool healthy =
-                slot.state == WorkerState::RUNNING && Clock::now() - slot.running_since > HEALTHY_UPTIME;
-            slot.failures = healthy ? 1 : slot.failures + 1;
-            if (fatal || zygote_lost_ || slot.failures > options_.restart_budget) {
-                slot.state = WorkerState::DEAD;
-                fail_all_locked(slot, ErrorCode::WORKER_DIED,
-                                "worker " + slot.path + " is dead after " + std::to_string(slot.restarts) +
-                                    " restarts (last exit: " + slot.last_exit + ")",
-                                results);
-            } else {
-                slot.state = WorkerState::RESTARTING;
-                ++slot.restarts;
-                const auto doubled = options_.backoff_initial * (1LL << std::min<std::uint32_t>(slot.failures - 1, 20));
-                const auto backoff = std::min<std::chrono::milliseconds>(
-                    std::chrono::duration_cast<std::chrono::milliseconds>(doubled), options_.backoff_max);
-                std::lock_guard events_lock(events_mu_);
-                restarts_due_.emplace(Clock::now() + backoff, &slot);
-            }
         }
+    }
+    if (!line.empty()) {
+        log_->log(dead ? spdlog::level::err : spdlog::level::warn, "{}", line);
     }
     notify_events();
     deliver(results);
+    changed();
+}
+
+std::string Supervisor::after_death_locked(ChildSlot& slot, EndCause cause, pid_t pid, std::size_t failed_tasks) {
+    const std::string who =
+        slot.path + " (pid " + (pid > 0 ? std::to_string(pid) : std::string("not yet known")) + ") ";
+    if (stopping_ || cause == EndCause::STOPPED) {
+        slot.state = WorkerState::STOPPED;
+        return {};
+    }
+    const auto uptime = slot.state == WorkerState::RUNNING ? Clock::now() - slot.running_since : Clock::duration{};
+    const RestartDecision d = zygote_lost_
+                                  ? RestartDecision{}
+                                  : policy_.on_death(slot.failures, uptime, slot.fatal, cause != EndCause::ZYGOTE_DIED);
+    slot.failures = d.failures;
+    if (!d.restart) {
+        slot.state = WorkerState::DEAD;
+        return "worker " + who + slot.last_exit + tasks_phrase(failed_tasks) + "; marked dead after " +
+               std::to_string(slot.restarts) + " restarts" +
+               (zygote_lost_ ? std::string() : "; `canopy worker restart " + slot.path + "` revives it");
+    }
+    slot.state = WorkerState::RESTARTING;
+    ++slot.restarts;
+    schedule_restart(slot, d.delay);
+    return "worker " + who + slot.last_exit + tasks_phrase(failed_tasks) + "; restart " +
+           std::to_string(slot.restarts) + " in " + std::to_string(d.delay.count()) + " ms";
+}
+
+// REQUIRES slot.mu (events_mu_ is taken after it here, as everywhere a slot's state decides a restart).
+void Supervisor::schedule_restart(ChildSlot& slot, std::chrono::milliseconds delay) {
+    std::lock_guard events_lock(events_mu_);
+    restarts_due_.emplace(Clock::now() + delay, &slot);
 }
 
 void Supervisor::housekeeping_loop() {
@@ -312,171 +441,61 @@ void Supervisor::expire_deadlines() {
             continue;
         }
         slot->timed_out_task = it->second.task_id;
-        if (slot->live->pid > 0) { // never kill(0) or kill(-1): those reach whole process groups
-            ::kill(slot->live->pid, SIGKILL);
-        }
+        log_->warn("worker {} (pid {}): task {} ran past its timeout of {} ms; killing the worker", slot->path,
+                   slot->live->pid, it->second.task_id, it->second.timeout.count());
+        ::kill(slot->live->pid, SIGKILL); // pid > 0: never kill(0) or kill(-1), which reach process groups
     }
 }
 
-void Supervisor::control_loop(ChildSlot& slot, Incarnation& inc) {
-    std::vector<std::byte> buffer(ipc::MAX_CHILD_MESSAGE_BYTES);
-    for (;;) {
-        ipc::ChildMessage m{};
-        std::vector<ipc::UniqueFd> fds;
-        std::size_t n = 0;
-        try {
-            n = ipc::recv_message(inc.control.get(), buffer, fds);
-        } catch (const std::exception&) {
+void Supervisor::restart_worker(const std::string& path) {
+    const Route route = resolve_any(path);
+    ChildSlot& slot = *route.slot;
+    if (!route.target.empty()) {
+        std::lock_guard lock(slot.mu);
+        if (slot.state != WorkerState::RUNNING || !slot.live) {
+            throw RequestError(ErrorCode::WORKER_DIED,
+                               "node " + slot.path + " is " + to_string(slot.state) + "; restart the node itself");
+        }
+        send_worker_restart(*slot.live, route.target);
+        return;
+    }
+    bool revive = false;
+    {
+        std::lock_guard lock(slot.mu);
+        if (slot.state == WorkerState::DEAD && !zygote_lost_) {
+            slot.failures = 0;
+            slot.fatal = false;
+            slot.state = WorkerState::RESTARTING;
+            revive = true;
+        } else if (slot.live && slot.live->pid > 0) {
+            log_->warn("worker {} (pid {}): killed to restart it, as asked", slot.path, slot.live->pid);
+            ::kill(slot.live->pid, SIGKILL);
             return;
+        } else if (zygote_lost_) {
+            throw RequestError(ErrorCode::WORKER_DIED, slot.path + " cannot restart: " + slot.last_exit);
+        } else {
+            return; // starting or restarting already
         }
-        if (n < sizeof m) {
-            return; // EOF, or a child that speaks something else: its exit is handled by the zygote event
-        }
-        std::memcpy(&m, buffer.data(), sizeof m);
-        if (static_cast<ipc::ChildMessageType>(m.type) == ipc::ChildMessageType::STATUS_REPLY) {
+    }
+    if (revive) {
+        log_->warn("worker {}: revived, as asked (last exit: {})", slot.path, slot.last_exit);
+        {
             std::lock_guard lock(slot.mu);
-            inc.status_reply.assign(reinterpret_cast<const char*>(buffer.data()) + sizeof m, n - sizeof m);
-            ++inc.status_replies;
-            status_cv_.notify_all();
-            continue;
-        }
-        if (n != sizeof m) {
-            return;
-        }
-        switch (static_cast<ipc::ChildMessageType>(m.type)) {
-        case ipc::ChildMessageType::READY: {
-            std::lock_guard lock(slot.mu);
-            if (inc.pid <= 0 && m.pid > 0) {
-                inc.pid = m.pid; // READY can overtake the zygote's SPAWNED event
-            }
-            if (slot.live.get() == &inc && slot.state == WorkerState::STARTING) {
-                slot.state = WorkerState::RUNNING;
-                slot.running_since = Clock::now();
-                queue_module_replays_locked(slot);
-                fill_locked(slot);
-            }
-            break;
-        }
-        case ipc::ChildMessageType::FATAL: {
-            std::lock_guard lock(slot.mu);
-            slot.last_exit = "fatal: " + std::string(m.text, std::min<std::size_t>(m.text_len, sizeof m.text));
-            break;
-        }
-        case ipc::ChildMessageType::FD_REQUEST:
-            serve_fd_request(slot, inc, m);
-            break;
-        case ipc::ChildMessageType::FD_OFFER:
-            // Accepted only for a creation this supervisor waits for, from the chip it asked; else the fd closes.
-            // A nested supervisor passes its parent's buffers up.
-            if (fds.size() == 1) {
-                if (m.descriptor.identity.owner_instance != buffers_.owner_instance() && parent_ != nullptr) {
-                    try {
-                        parent_->relay_offer(m.descriptor, m.rank, fds[0].get());
-                    } catch (const std::exception&) {
-                        // The parent is gone; its creation fails by its own timeout.
-                    }
-                } else {
-                    (void)buffers_.offer_fd(m.descriptor, slot.path, m.rank, std::move(fds[0]));
-                }
-            }
-            break;
-        default:
-            break;
+            schedule_restart(slot, std::chrono::milliseconds(0));
         }
         notify_events();
+        changed();
     }
 }
 
-void Supervisor::serve_fd_request(const ChildSlot& slot, Incarnation& inc, const ipc::ChildMessage& request) {
-    const BufferDescriptor& d = request.descriptor;
-    ipc::ChildMessage reply{};
-    reply.type = static_cast<std::uint32_t>(ipc::ChildMessageType::FD_REPLY);
-    reply.rank = ipc::NOT_SYMMETRIC;
-    auto refuse = [&](ErrorCode code, const std::string& text) {
-        reply.code = static_cast<std::uint16_t>(code);
-        reply.text_len = static_cast<std::uint16_t>(std::min(text.size(), sizeof reply.text));
-        std::memcpy(reply.text, text.data(), reply.text_len);
-        ipc::send_struct(inc.control.get(), reply);
-    };
-    // The worker that asks: the child itself, or (from a nested supervisor) a worker below it.
-    std::string requester = slot.path;
-    if (slot.spec.kind == ChildKind::NODE) {
-        const std::string named(request.text, std::min<std::size_t>(request.text_len, sizeof request.text));
-        if (named.rfind(slot.path + "/", 0) == 0) {
-            requester = named;
-        }
-    }
-    try {
-        validate_descriptor(d);
-        std::vector<ipc::UniqueFd> fds;
-        if (d.identity.owner_instance != buffers_.owner_instance() && parent_ != nullptr) {
-            worker::VmmFds got = reexported_fds(d, requester);
-            fds = std::move(got.fds);
-            reply.rank = got.symmetric ? static_cast<std::uint16_t>(got.rank) : ipc::NOT_SYMMETRIC;
-        } else {
-            const auto info = buffers_.find(d.identity);
-            if (!info || !(info->descriptor == d)) {
-                const bool stale = buffers_.lookup(d.identity) == BufferLookup::STALE;
-                refuse(stale ? ErrorCode::STALE_BUFFER : ErrorCode::UNKNOWN_BUFFER,
-                       "buffer " + to_string(d.identity) + " is not live here");
-                return;
-            }
-            if (!info->world.empty()) {
-                const auto it = std::find(info->world.begin(), info->world.end(), requester);
-                if (it == info->world.end()) {
-                    refuse(ErrorCode::UNREACHABLE_BUFFER,
-                           requester + " is not in the world of " + to_string(d.identity));
-                    return;
-                }
-                reply.rank = static_cast<std::uint16_t>(it - info->world.begin());
-            }
-            fds = buffers_.dup_fds(d.identity);
-        }
-        if (fds.empty() || fds.size() > ipc::MAX_FDS_PER_MESSAGE) {
-            refuse(ErrorCode::UNREACHABLE_BUFFER, "buffer " + to_string(d.identity) + " has no file descriptor");
-            return;
-        }
-        std::vector<int> raw;
-        for (const auto& fd : fds) {
-            raw.push_back(fd.get());
-        }
-        reply.world = static_cast<std::uint16_t>(raw.size());
-        ipc::send_struct(inc.control.get(), reply, raw);
-    } catch (const WireError& e) {
-        refuse(e.code(), e.what());
-    } catch (const worker::ImportError& e) {
-        refuse(e.code(), e.what());
-    } catch (const std::exception& e) {
-        refuse(ErrorCode::UNREACHABLE_BUFFER, e.what());
-    }
-}
-
-worker::VmmFds Supervisor::reexported_fds(const BufferDescriptor& d, const std::string& requester) {
-    const std::string key = to_string(d.identity) + " " + requester;
-    std::lock_guard lock(reexport_mu_);
-    auto it = reexports_.find(key);
-    if (it == reexports_.end()) {
-        // Asked of the parent once per worker; a released buffer's entries go in broadcast_release.
-        it = reexports_.emplace(key, std::pair(d.identity, parent_->fetch_fds(d, requester))).first;
-    }
-    const worker::VmmFds& kept = it->second.second;
-    worker::VmmFds out;
-    for (const auto& fd : kept.fds) {
-        out.fds.emplace_back(ipc::sys_check(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 0), "fcntl(F_DUPFD_CLOEXEC)"));
-    }
-    out.symmetric = kept.symmetric;
-    out.rank = kept.rank;
-    return out;
-}
-
-void Supervisor::stop() {
+void Supervisor::stop(std::optional<std::chrono::steady_clock::time_point> drain_until) {
     if (stopped_) {
         return;
     }
     stopped_ = true;
-    // Drain: let accepted work finish, up to the drain timeout.
+    // Drain: let accepted work finish, up to the deadline.
     draining_ = true;
-    const auto deadline = Clock::now() + options_.drain_timeout;
+    const auto deadline = drain_until.value_or(Clock::now() + options_.drain_timeout);
     {
         std::unique_lock lock(events_mu_);
         const auto drained = [&] {
@@ -498,9 +517,9 @@ void Supervisor::stop() {
         }
     }
     {
+        // Children still busy past the drain, or that ignore the request, are killed by the zygote's stop.
         std::unique_lock lock(events_mu_);
-        // Without a zygote no exit is reported any more; its children died with it.
-        events_cv_.wait_for(lock, std::chrono::seconds(5), [&] { return by_pid_.empty() || zygote_lost_; });
+        events_cv_.wait_for(lock, STOP_GRACE, [&] { return by_pid_.empty() || zygote_lost_; });
     }
     zygote_.stop();
     if (event_thread_.joinable()) {
@@ -510,7 +529,7 @@ void Supervisor::stop() {
         housekeeping_thread_.join();
     }
     for (auto& slot : slots_) {
-        end_incarnation(*slot, "stopped");
+        end_incarnation(*slot, "stopped", EndCause::STOPPED);
     }
     buffers_.release_all();
 }

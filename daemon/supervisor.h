@@ -14,6 +14,7 @@
 #include "daemon/arenas.h"
 #include "daemon/buffer_registry.h"
 #include "daemon/child_slot.h"
+#include "daemon/restart_policy.h"
 #include "daemon/supervisor_options.h"
 #include "daemon/task.h"
 #include "daemon/zygote.h"
@@ -28,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <spdlog/logger.h>
 #include <string>
 #include <thread>
 #include <vector>
@@ -106,11 +108,27 @@ public:
     Supervisor(const Supervisor&) = delete;
     Supervisor& operator=(const Supervisor&) = delete;
 
+    // Called, with no lock held, after any worker of the tree changed state (started, died, restarted, marked
+    // dead), this supervisor's or a nested one's; from the supervisor's threads. Set once, before start().
+    void set_on_change(std::function<void()> on_change) { on_change_ = std::move(on_change); }
+    // Called once, from the event thread, when the tree can no longer heal: the zygote died and no standby
+    // could take over, or zygotes died more than the restart budget allows. Every worker is then dead and the
+    // owner should exit non-zero, so that whoever started it starts it afresh. Set once, before start().
+    void set_on_fatal(std::function<void(const std::string& why)> on_fatal) { on_fatal_ = std::move(on_fatal); }
+
     // Spawns every child; returns once all are RUNNING. Throws std::runtime_error naming the children
     // that did not come up within the ready timeout.
     void start();
-    // Asks every child to exit, waits up to the drain timeout, kills the rest, releases every buffer.
-    void stop();
+    // Lets accepted work finish until `drain_until` (default: now + the drain timeout), asks every child to
+    // exit, kills those still there after STOP_GRACE, and releases every buffer. Idempotent.
+    void stop(std::optional<std::chrono::steady_clock::time_point> drain_until = std::nullopt);
+    // How long stop() waits for children to exit after asking them, before it kills them.
+    static constexpr std::chrono::milliseconds STOP_GRACE{1000};
+
+    // Restarts the worker at `path` (below this supervisor, nested ones too): a dead worker comes back with a
+    // fresh restart budget; a live one is killed (its tasks fail WORKER_DIED) and comes back. Throws
+    // RequestError(UNKNOWN_WORKER) for a path that names no worker of the tree.
+    void restart_worker(const std::string& path);
 
     // Submits a task; `done` runs exactly once. Returns the task id.
     std::uint64_t submit(TaskRequest request, TaskCallback done);
@@ -142,11 +160,13 @@ public:
     std::vector<BufferInfo> buffers() const { return buffers_.list(); }
     BufferRegistry& registry() noexcept { return buffers_; }
 
-    // Every worker of the tree, nested ones included (a nested supervisor is asked over its control
-    // socket; one that does not answer within a second is listed without its workers).
+    // Every worker of the tree, nested ones included, from the state this supervisor keeps: it never waits on
+    // a child. A nested supervisor reports its tree whenever it changes; while a node is not running, its
+    // workers are listed from the topology with the node's state.
     std::vector<WorkerStatus> status() const;
     const SupervisorOptions& options() const noexcept { return options_; }
-    pid_t zygote_pid() const noexcept { return zygote_.pid(); }
+    pid_t zygote_pid() const { return zygote_.pid(); }
+    pid_t standby_zygote_pid() const { return zygote_.standby_pid(); }
 
     // Tells every live child to drop its mapping of `id` (a nested supervisor forwards it) and forgets the
     // fds re-exported for it.
@@ -190,11 +210,24 @@ private:
     };
 
     // lifecycle (supervisor.cpp)
+    // Why an incarnation ended: its own exit (or a failure to start it), its zygote's death, or a stop.
+    enum class EndCause { EXITED, ZYGOTE_DIED, STOPPED };
     void spawn(ChildSlot& slot);
     void event_loop();
+    void on_event(const ZygoteEvent& e);
     void on_spawned(const ZygoteEvent& e);
     void on_exited(pid_t pid, int status);
-    void end_incarnation(ChildSlot& slot, const std::string& why);
+    // Replaces a dead zygote with its standby and restarts every child, or calls on_fatal_.
+    void on_zygote_died();
+    void give_up(const std::string& why);
+    // Ends the live incarnation (only if it is `generation`, when that is not 0): fails its tasks, decides and
+    // logs what comes next.
+    void end_incarnation(ChildSlot& slot, const std::string& why, EndCause cause = EndCause::EXITED,
+                         std::uint32_t generation = 0);
+    // Records the state after a death (REQUIRES slot.mu) and returns the line to log.
+    std::string after_death_locked(ChildSlot& slot, EndCause cause, pid_t pid, std::size_t failed_tasks);
+    void schedule_restart(ChildSlot& slot, std::chrono::milliseconds delay);
+    void changed() const;
     void housekeeping_loop();
     // Wakes events_cv_'s waiters; REQUIRES no slot mutex held (events_mu_ is taken before slot mutexes).
     void notify_events();
@@ -230,6 +263,10 @@ private:
 
     // dispatch (supervisor_dispatch.cpp)
     Route resolve(const std::string& worker) const;
+    // Like resolve(), and a nested node itself ("/node0") is a route too.
+    Route resolve_any(const std::string& path) const;
+    // Asks the nested supervisor of `inc` to restart its worker `target`. REQUIRES the slot's mu.
+    static void send_worker_restart(Incarnation& inc, const std::string& target);
     void check_request(const Route& route, const TaskRequest& request) const;
     MappedArenas map_preloads();
     void check_buffer(const Route& route, const BufferDescriptor& d, std::size_t i) const;
@@ -250,8 +287,8 @@ private:
     std::vector<std::unique_ptr<ChildSlot>> slots_;
     std::atomic<std::uint64_t> next_task_id_{1};
     std::atomic<bool> stopping_{false};
-    std::atomic<bool> zygote_lost_{false};
-    std::atomic<bool> draining_{false}; // stop() waits for in-flight work
+    std::atomic<bool> zygote_lost_{false}; // the tree could not heal: every worker is dead
+    std::atomic<bool> draining_{false};    // stop() waits for in-flight work
     bool stopped_ = false;
 
     std::mutex events_mu_;
@@ -264,7 +301,12 @@ private:
     std::multimap<std::chrono::steady_clock::time_point, ChildSlot*> restarts_due_;
     std::thread event_thread_;
     std::thread housekeeping_thread_;
-    mutable std::condition_variable status_cv_;
+    std::shared_ptr<spdlog::logger> log_;
+    RestartPolicy policy_;
+    std::uint32_t zygote_failures_ = 0; // event thread only
+    std::chrono::steady_clock::time_point zygote_since_;
+    std::function<void()> on_change_;
+    std::function<void(const std::string&)> on_fatal_;
 
     ParentLink* parent_ = nullptr;
     // Fds of the parent's device buffers, fetched once per child that asked: key = identity text + " " + path.

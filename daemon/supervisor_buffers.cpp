@@ -174,11 +174,29 @@ std::optional<std::string> Supervisor::release_buffer(const CanonicalIdentity& i
     return failure;
 }
 
+namespace {
+
+// The workers of a nested node that is not running: from its topology, in the node's state.
+void append_spec_workers(const ChildSlot& slot, std::vector<WorkerStatus>& out) {
+    for (const ChildSpec& child : slot.spec.node->children) {
+        WorkerStatus s;
+        s.path = slot.spec.node->child_path(child.name);
+        s.kind = to_string(child.kind);
+        s.backend = child.kind == ChildKind::CUDA_CHIP ? "cuda" : child.kind == ChildKind::SIM_CHIP ? "sim" : "";
+        s.device = child.device;
+        s.state = slot.state == WorkerState::RUNNING ? WorkerState::STARTING : slot.state;
+        s.last_exit = "node " + slot.path + " is " + to_string(slot.state);
+        out.push_back(std::move(s));
+    }
+}
+
+} // namespace
+
 std::vector<WorkerStatus> Supervisor::status() const {
     std::vector<WorkerStatus> out;
     const auto now = std::chrono::steady_clock::now();
     for (const auto& slot : slots_) {
-        std::unique_lock lock(slot->mu);
+        std::lock_guard lock(slot->mu);
         WorkerStatus s;
         s.path = slot->path;
         s.kind = to_string(slot->spec.kind);
@@ -196,23 +214,24 @@ std::vector<WorkerStatus> Supervisor::status() const {
             s.uptime_s = std::chrono::duration<double>(now - slot->running_since).count();
         }
         out.push_back(std::move(s));
-        if (slot->spec.kind == ChildKind::NODE && slot->state == WorkerState::RUNNING && slot->live) {
-            Incarnation& inc = *slot->live;
-            const std::uint64_t before = inc.status_replies;
-            ipc::ChildMessage request{};
-            request.type = static_cast<std::uint32_t>(ipc::ChildMessageType::STATUS_REQUEST);
-            try {
-                ipc::send_struct(inc.control.get(), request);
-            } catch (const std::exception&) {
-                continue;
+        if (slot->spec.kind != ChildKind::NODE) {
+            continue;
+        }
+        const bool reported = slot->state == WorkerState::RUNNING && slot->live && !slot->live->status_reply.empty();
+        if (!reported) {
+            append_spec_workers(*slot, out);
+            continue;
+        }
+        const double age = std::chrono::duration<double>(now - slot->live->status_at).count();
+        for (auto& nested : workers_from_json(slot->live->status_reply)) {
+            if (nested.state == WorkerState::RUNNING) {
+                nested.uptime_s += age;
             }
-            if (status_cv_.wait_for(lock, std::chrono::seconds(1),
-                                    [&] { return slot->live.get() != &inc || inc.status_replies != before; }) &&
-                slot->live.get() == &inc) {
-                for (auto& nested : workers_from_json(inc.status_reply)) {
-                    out.push_back(std::move(nested));
-                }
-            }
+            // Counted here, per task forwarded: the node's own counters start over when it restarts.
+            const auto counts = slot->nested_counts.find(nested.path);
+            nested.tasks_done = counts == slot->nested_counts.end() ? 0 : counts->second.first;
+            nested.tasks_failed = counts == slot->nested_counts.end() ? 0 : counts->second.second;
+            out.push_back(std::move(nested));
         }
     }
     return out;

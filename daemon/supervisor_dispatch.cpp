@@ -77,6 +77,19 @@ Supervisor::Route Supervisor::resolve(const std::string& worker) const {
     throw RequestError(ErrorCode::UNKNOWN_WORKER, "no worker '" + worker + "' (children: " + known + ")");
 }
 
+Supervisor::Route Supervisor::resolve_any(const std::string& path) const {
+    std::string_view name = path;
+    while (!name.empty() && name.front() == '/') {
+        name.remove_prefix(1);
+    }
+    for (const auto& slot : slots_) {
+        if (slot->spec.name == name) {
+            return {slot.get(), "", slot->spec.kind, slot->spec.device};
+        }
+    }
+    return resolve(path);
+}
+
 void Supervisor::check_request(const Route& route, const TaskRequest& request) const {
     if (request.kernel.empty() || request.kernel.front() == '@' || request.kernel.size() >= KERNEL_NAME_BYTES) {
         throw RequestError(ErrorCode::UNKNOWN_KERNEL, "no kernel named '" + request.kernel + "'");
@@ -343,6 +356,7 @@ bool Supervisor::harvest_locked(ChildSlot& slot, Incarnation& inc,
         }
         return true;
     } catch (const ipc::MailboxPoisoned& e) {
+        slot.fatal = true;
         slot.last_exit = "fatal: mailbox poisoned: " + std::string(e.what());
         if (!inc.poison_killed && inc.pid > 0) {
             inc.poison_killed = true;
@@ -453,6 +467,10 @@ void count_result(ChildSlot& slot, const PendingTask& task, ErrorCode code) {
         return;
     }
     (code == ErrorCode::OK ? slot.tasks_done : slot.tasks_failed)++;
+    if (!task.target.empty()) {
+        auto& counts = slot.nested_counts[slot.path + "/" + task.target];
+        (code == ErrorCode::OK ? counts.first : counts.second)++;
+    }
 }
 
 void Supervisor::fail_all_locked(ChildSlot& slot, ErrorCode code, const std::string& message,

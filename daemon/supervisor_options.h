@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <spdlog/logger.h>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,10 @@ struct SupervisorOptions {
     // themselves.
     std::chrono::microseconds poller_stale{1000};
     bool fault_kernels = false;
+    // Whether the zygote keeps a standby that replaces it when it dies (without one, a zygote death is fatal).
+    bool standby_zygote = true;
+    // Where lifecycle events go; empty: the logger registered as "daemon", else nowhere.
+    std::shared_ptr<spdlog::logger> log;
     std::vector<config::PreloadConfig> preload; // root only: arenas to map before the zygote fork
     std::vector<ArenaView> arenas;              // every level: the arenas inherited from the root
 

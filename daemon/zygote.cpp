@@ -3,6 +3,7 @@
 #include "ipc/fd_passing.h"
 #include "ipc/sys_error.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <poll.h>
@@ -12,6 +13,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -50,17 +52,21 @@ void reset_signal_handlers() {
     }
 }
 
-void send_event(int sock, const ZygoteEvent& e) {
+void send_event(int sock, const ZygoteEvent& e, std::span<const int> fds = {}) {
     try {
-        ipc::send_struct(sock, e);
+        ipc::send_struct(sock, e, fds);
     } catch (const ipc::SysError&) {
         // The supervisor is gone; the loop notices EOF next.
     }
 }
 
+// The message that turns a standby into the zygote.
+constexpr SpawnRequest ACTIVATE{UINT32_MAX, UINT32_MAX};
+
 class ZygoteLoop {
 public:
-    ZygoteLoop(int sock, ChildMain child_main) : sock_(sock), child_main_(std::move(child_main)) {}
+    ZygoteLoop(int sock, ChildMain child_main, bool standby)
+        : sock_(sock), child_main_(std::move(child_main)), want_standby_(standby) {}
 
     [[noreturn]] void run() {
         sigset_t mask;
@@ -68,6 +74,7 @@ public:
         sigaddset(&mask, SIGCHLD);
         ::sigprocmask(SIG_BLOCK, &mask, &old_mask_);
         sigfd_ = ipc::UniqueFd(ipc::sys_check(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK), "signalfd"));
+        fork_standby();
         for (;;) {
             pollfd fds[2] = {{sock_, POLLIN, 0}, {sigfd_.get(), POLLIN, 0}};
             if (::poll(fds, 2, -1) < 0) {
@@ -99,6 +106,9 @@ private:
             send_event(sock_, {ZygoteEventType::SPAWN_FAILED, req.child_index, req.generation, -1, EINVAL, 0});
             return true;
         }
+        if (standby_pid_ < 0) {
+            fork_standby(); // the last attempt failed; a spawn request is the next chance
+        }
         const pid_t self = ::getpid();
         const pid_t pid = ::fork();
         if (pid < 0) {
@@ -129,6 +139,60 @@ private:
         ::_exit(rc);
     }
 
+    // Forks the standby and hands the supervisor its socket and a pidfd (the standby is this process's
+    // child, so its pid cannot be reused before the pidfd exists). A failed fork leaves no standby.
+    void fork_standby() {
+        if (!want_standby_) {
+            return;
+        }
+        int pair[2];
+        if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+            return;
+        }
+        ipc::UniqueFd theirs(pair[0]);
+        ipc::UniqueFd mine(pair[1]);
+        const pid_t pid = ::fork();
+        if (pid < 0) {
+            return;
+        }
+        if (pid == 0) {
+            ::close(sock_);
+            sigfd_.reset();
+            theirs.reset();
+            ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+            wait_as_standby(mine.release());
+        }
+        mine.reset();
+        standby_pid_ = pid;
+        const ipc::UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+        const int fds[2] = {theirs.get(), pidfd.get()};
+        send_event(sock_, {ZygoteEventType::STANDBY, 0, 0, pid, 0, 0}, std::span<const int>(fds, pidfd ? 2 : 1));
+    }
+
+    // The standby: waits until the supervisor promotes it (then it is the zygote) or goes away (then it
+    // exits).
+    [[noreturn]] void wait_as_standby(int sock) {
+        ::prctl(PR_SET_NAME, "canopy-standby");
+        for (;;) {
+            SpawnRequest req{};
+            std::vector<ipc::UniqueFd> fds;
+            std::size_t n = 0;
+            try {
+                n = ipc::recv_message(sock, std::as_writable_bytes(std::span(&req, 1)), fds);
+            } catch (const std::exception&) {
+                ::_exit(0);
+            }
+            if (n == 0) {
+                ::_exit(0);
+            }
+            if (n == sizeof req && req.child_index == ACTIVATE.child_index && req.generation == ACTIVATE.generation) {
+                ::prctl(PR_SET_NAME, "canopy-zygote");
+                ZygoteLoop loop(sock, std::move(child_main_), want_standby_);
+                loop.run();
+            }
+        }
+    }
+
     void reap() {
         signalfd_siginfo info;
         while (::read(sigfd_.get(), &info, sizeof info) == sizeof info) {
@@ -136,6 +200,12 @@ private:
         int status = 0;
         pid_t pid;
         while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+            if (pid == standby_pid_) {
+                standby_pid_ = -1;
+                send_event(sock_, {ZygoteEventType::STANDBY_EXITED, 0, 0, pid, status, 0});
+                fork_standby();
+                continue;
+            }
             children_.erase(pid);
             send_event(sock_, {ZygoteEventType::EXITED, 0, 0, pid, status, 0});
         }
@@ -145,6 +215,9 @@ private:
         for (pid_t pid : children_) {
             ::kill(pid, SIGKILL);
         }
+        if (standby_pid_ > 0) {
+            ::kill(standby_pid_, SIGKILL);
+        }
         while (::waitpid(-1, nullptr, 0) > 0 || errno == EINTR) {
         }
         ::_exit(0);
@@ -152,9 +225,11 @@ private:
 
     int sock_;
     ChildMain child_main_;
+    bool want_standby_;
     ipc::UniqueFd sigfd_;
     sigset_t old_mask_{};
     std::set<pid_t> children_;
+    pid_t standby_pid_ = -1;
 };
 
 } // namespace
@@ -171,7 +246,7 @@ std::string describe_wait_status(int status) {
     return "stopped with wait status " + std::to_string(status);
 }
 
-Zygote Zygote::start(ChildMain child_main) {
+Zygote::Zygote(ChildMain child_main, bool standby) {
     auto [ours, theirs] = ipc::seqpacket_pair();
     const pid_t parent = ::getpid();
     const pid_t pid = ipc::sys_check(::fork(), "fork(zygote)");
@@ -183,37 +258,118 @@ Zygote Zygote::start(ChildMain child_main) {
         __fpurge(stderr);
         ::prctl(PR_SET_NAME, "canopy-zygote");
         ours.reset();
-        ZygoteLoop loop(theirs.release(), std::move(child_main));
+        ZygoteLoop loop(theirs.release(), std::move(child_main), standby);
         loop.run();
     }
-    return Zygote(pid, std::move(ours));
+    active_.pid = pid;
+    active_.socket = std::move(ours);
 }
 
 Zygote::~Zygote() {
     stop();
 }
 
-void Zygote::request_spawn(const SpawnRequest& request, int mailbox_fd, int control_fd) {
+pid_t Zygote::pid() const {
+    std::lock_guard lock(mu_);
+    return active_.pid;
+}
+
+pid_t Zygote::standby_pid() const {
+    std::lock_guard lock(mu_);
+    return standby_ ? standby_->pid : -1;
+}
+
+std::uint32_t Zygote::request_spawn(const SpawnRequest& request, int mailbox_fd, int control_fd) {
     const int fds[2] = {mailbox_fd, control_fd};
-    ipc::send_struct(socket_.get(), request, fds);
+    std::lock_guard lock(mu_);
+    ipc::send_struct(active_.socket.get(), request, fds);
+    return epoch_;
 }
 
 bool Zygote::read_event(ZygoteEvent& event) {
+    int sock = -1;
+    {
+        std::lock_guard lock(mu_);
+        sock = active_.socket.get();
+    }
     std::vector<ipc::UniqueFd> fds;
-    const std::size_t n = ipc::recv_message(socket_.get(), std::as_writable_bytes(std::span(&event, 1)), fds);
-    return n == sizeof event;
+    const std::size_t n = ipc::recv_message(sock, std::as_writable_bytes(std::span(&event, 1)), fds);
+    if (n != sizeof event) {
+        return false;
+    }
+    std::lock_guard lock(mu_);
+    if (event.type == ZygoteEventType::STANDBY && !fds.empty()) {
+        standby_.emplace();
+        standby_->pid = event.pid;
+        standby_->socket = std::move(fds[0]);
+        if (fds.size() > 1) {
+            standby_->pidfd = std::move(fds[1]);
+        }
+        if (stopped_) {
+            ::shutdown(standby_->socket.get(), SHUT_RDWR);
+        }
+    } else if (event.type == ZygoteEventType::STANDBY_EXITED && standby_ && standby_->pid == event.pid) {
+        standby_.reset(); // reaped by the zygote
+    }
+    return true;
+}
+
+ZygoteDeath Zygote::replace() {
+    std::lock_guard lock(mu_);
+    ZygoteDeath dead{active_.pid, reap(active_), -1, epoch_};
+    if (stopped_ || !standby_) {
+        return dead;
+    }
+    try {
+        ipc::send_struct(standby_->socket.get(), ACTIVATE);
+    } catch (const ipc::SysError&) {
+        reap(*standby_);
+        standby_.reset();
+        return dead;
+    }
+    active_ = std::move(*standby_);
+    standby_.reset();
+    dead.successor = active_.pid;
+    dead.epoch = ++epoch_;
+    return dead;
+}
+
+std::string Zygote::reap(Process& p) {
+    if (p.pid <= 0) {
+        return {};
+    }
+    std::string how;
+    if (!p.pidfd) {
+        int status = 0;
+        pid_t got;
+        while ((got = ::waitpid(p.pid, &status, 0)) < 0 && errno == EINTR) {
+        }
+        if (got == p.pid) {
+            how = describe_wait_status(status);
+        }
+    } else {
+        // Not our child: its end is seen through the pidfd, and its wait status goes to whoever adopted it.
+        pollfd pfd{p.pidfd.get(), POLLIN, 0};
+        while (::poll(&pfd, 1, -1) < 0 && errno == EINTR) {
+        }
+    }
+    p.pid = -1;
+    return how;
 }
 
 void Zygote::stop() {
-    if (pid_ <= 0) {
-        return;
+    std::lock_guard lock(mu_);
+    stopped_ = true;
+    if (active_.socket) {
+        ::shutdown(active_.socket.get(), SHUT_RDWR);
     }
-    ::shutdown(socket_.get(), SHUT_RDWR);
-    int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    if (standby_ && standby_->socket) {
+        ::shutdown(standby_->socket.get(), SHUT_RDWR);
     }
-    socket_.reset();
-    pid_ = -1;
+    reap(active_);
+    if (standby_) {
+        reap(*standby_);
+    }
 }
 
 } // namespace canopy::daemon

@@ -3,20 +3,30 @@
 // thread or could touch CUDA. It forks every child, first start and restart alike, so a restarted child
 // inherits exactly what the first one did, and it reaps them and reports every exit.
 //
-// Supervisor -> zygote: one SpawnRequest per message with the child's mailbox memfd and control socket
-// attached. Zygote -> supervisor: ZygoteEvent SPAWNED (with the pid), SPAWN_FAILED (errno) and EXITED
-// (pid and wait status). When the supervisor closes its end or dies, the zygote SIGKILLs its children,
-// reaps them and exits; PR_SET_PDEATHSIG makes the kernel do the same if the zygote itself is killed.
+// The standby: the zygote forks one copy of itself that does nothing but wait. It has the same memory
+// image (the fork-inherited arenas at the same addresses, no thread, no CUDA), so when the zygote dies
+// the supervisor promotes the standby to be the zygote, which forks a new standby of its own. A standby
+// that dies is replaced by the zygote. The supervisor can therefore heal its tree after a zygote death,
+// although it is itself multi-threaded and could not fork a clean zygote any more.
 //
-// Thread safety: request_spawn from any thread (serialized by the socket); read_event from one thread.
+// Supervisor -> zygote: one SpawnRequest per message with the child's mailbox memfd and control socket
+// attached. Zygote -> supervisor: ZygoteEvent SPAWNED (with the pid), SPAWN_FAILED (errno), EXITED (pid
+// and wait status), STANDBY (a new standby's pid, with its socket and a pidfd attached) and
+// STANDBY_EXITED (its wait status). When the supervisor closes its end or dies, the zygote SIGKILLs its
+// children, reaps them and exits, and so does an idle standby; PR_SET_PDEATHSIG makes the kernel kill
+// every child of a zygote that is itself killed.
+//
+// Thread safety: request_spawn and stop from any thread; read_event and replace from one thread (the
+// supervisor's event thread).
 
 #include "ipc/unique_fd.h"
 
 #include <cstdint>
 #include <functional>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <sys/types.h>
-#include <utility>
 
 namespace canopy::daemon {
 
@@ -25,50 +35,83 @@ struct SpawnRequest {
     std::uint32_t generation;
 };
 
-enum class ZygoteEventType : std::uint32_t { SPAWNED = 1, SPAWN_FAILED = 2, EXITED = 3 };
+enum class ZygoteEventType : std::uint32_t {
+    SPAWNED = 1,
+    SPAWN_FAILED = 2,
+    EXITED = 3,
+    STANDBY = 4,
+    STANDBY_EXITED = 5
+};
 
 struct ZygoteEvent {
     ZygoteEventType type;
     std::uint32_t child_index;
     std::uint32_t generation;
     std::int32_t pid;
-    std::int32_t status; // wait status for EXITED, errno for SPAWN_FAILED
+    std::int32_t status; // wait status for EXITED and STANDBY_EXITED, errno for SPAWN_FAILED
     std::int32_t reserved;
 };
 
 // What a forked child runs; its return value is the child's exit code.
 using ChildMain = std::function<int(const SpawnRequest&, ipc::UniqueFd mailbox, ipc::UniqueFd control)>;
 
-// "exited with code 3", "killed by signal 9 (Killed)".
+// "exited with code 3", "killed by signal 9 (SIGKILL)".
 std::string describe_wait_status(int status);
+
+// The end of one zygote: its pid, how it ended when that is known (a promoted standby is not the
+// supervisor's child, so its wait status goes to whoever adopted it), and the standby that took its place.
+struct ZygoteDeath {
+    pid_t pid = -1;
+    std::string how;
+    pid_t successor = -1;    // -1 when no standby could take over
+    std::uint32_t epoch = 0; // the epoch request_spawn returns from now on
+};
 
 class Zygote {
 public:
-    // Forks the zygote. REQUIRES: this process has exactly one thread.
-    static Zygote start(ChildMain child_main);
-
-    Zygote(Zygote&& other) noexcept : pid_(std::exchange(other.pid_, -1)), socket_(std::move(other.socket_)) {}
-    Zygote& operator=(Zygote&&) = delete;
+    // Forks the zygote, which forks its standby unless `standby` is false. REQUIRES: this process has
+    // exactly one thread.
+    explicit Zygote(ChildMain child_main, bool standby = true);
     Zygote(const Zygote&) = delete;
+    Zygote& operator=(const Zygote&) = delete;
     ~Zygote();
 
-    pid_t pid() const noexcept { return pid_; }
+    pid_t pid() const;
+    // The standby's pid, or -1 while there is none.
+    pid_t standby_pid() const;
 
+    // Returns the epoch of the zygote that takes the request: the number of zygotes replaced before it.
     // Throws ipc::SysError when the zygote is gone.
-    void request_spawn(const SpawnRequest& request, int mailbox_fd, int control_fd);
+    std::uint32_t request_spawn(const SpawnRequest& request, int mailbox_fd, int control_fd);
 
-    // Blocks for the next event. Returns false when the zygote closed its end (it exited).
+    // Blocks for the next event. A STANDBY event's fds are kept here. Returns false when the zygote
+    // closed its end (it died, or stop() ran).
     bool read_event(ZygoteEvent& event);
 
-    // Closes the request socket (the zygote then kills and reaps every child and exits) and reaps the
-    // zygote. Idempotent.
+    // After read_event returned false: reaps the dead zygote and promotes the standby, whose own new
+    // standby is announced later by a STANDBY event. Without a standby, or after stop(), the zygote stays
+    // gone (successor -1) and every request_spawn fails.
+    ZygoteDeath replace();
+
+    // Closes the request sockets (the zygote then kills and reaps every child and exits, and the standby
+    // exits) and waits for both to be gone. Idempotent.
     void stop();
 
 private:
-    Zygote(pid_t pid, ipc::UniqueFd socket) : pid_(pid), socket_(std::move(socket)) {}
+    // One zygote process as the supervisor holds it: its socket, and a pidfd when it is not our child.
+    struct Process {
+        pid_t pid = -1;
+        ipc::UniqueFd socket;
+        ipc::UniqueFd pidfd;
+    };
+    // Waits for `p` to be gone and returns how it ended.
+    static std::string reap(Process& p);
 
-    pid_t pid_ = -1;
-    ipc::UniqueFd socket_;
+    mutable std::mutex mu_; // guards active_'s socket against replace() and stop(), and standby_
+    Process active_;
+    std::optional<Process> standby_;
+    std::uint32_t epoch_ = 0;
+    bool stopped_ = false;
 };
 
 } // namespace canopy::daemon

@@ -9,8 +9,9 @@
 //                                frame), with rank = its rank in a symmetric buffer or NOT_SYMMETRIC; the parent
 //                                accepts it only for a creation it is waiting for, from the chip it asked
 //   child -> parent  FATAL       the child cannot serve (text says why) and exits; it is not restarted
-//   parent -> child  STATUS_REQUEST  (nested supervisors) the status of every worker below it
-//   child -> parent  STATUS_REPLY    a ChildMessage followed by a JSON array of worker objects
+//   parent -> child  WORKER_RESTART  (nested supervisors) restart the worker whose path below the child is `text`
+//   child -> parent  STATUS_REPLY    (nested supervisors) a ChildMessage followed by a JSON array of worker
+//                                    objects: the nested tree, sent before READY and whenever it changes
 // Every message is one ChildMessage; a receiver refuses any other length or an unknown type.
 
 #include "protocol/descriptor.h"
@@ -26,7 +27,7 @@ enum class ChildMessageType : std::uint32_t {
     FD_REQUEST = 2,
     FD_REPLY = 3,
     FATAL = 4,
-    STATUS_REQUEST = 5,
+    WORKER_RESTART = 5,
     STATUS_REPLY = 6,
     FD_OFFER = 7,
 };

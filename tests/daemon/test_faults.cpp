@@ -108,26 +108,6 @@ TEST_CASE("a worker past its restart budget is dead and tasks aimed at it fail f
     CHECK_THAT(r.message, Catch::Contains("dead"));
 }
 
-TEST_CASE("when the zygote dies every worker is dead and tasks fail fast", "[daemon]") {
-    TempDir state;
-    Supervisor sup(l3_options(state.path, 1, 1));
-    sup.start();
-    REQUIRE(::kill(sup.zygote_pid(), SIGKILL) == 0);
-    for (int i = 0; i < 500; ++i) {
-        const auto st = sup.status();
-        if (std::all_of(st.begin(), st.end(), [](const auto& w) { return w.state == daemon::WorkerState::DEAD; })) {
-            break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    for (const auto& w : sup.status()) {
-        CHECK(w.state == daemon::WorkerState::DEAD);
-        CHECK_THAT(w.last_exit, Catch::Contains("zygote"));
-    }
-    const auto r = sup.run(task("sleep_ms", "chip0", {}, {ScalarArg::i64(0)}));
-    CHECK(r.code == ErrorCode::WORKER_DIED);
-}
-
 TEST_CASE("kill -9 of a nested node fails its task and the node comes back with its workers", "[daemon]") {
     TempDir state;
     Supervisor sup(l4_options(state.path, 1, 0));

@@ -1,0 +1,262 @@
+// The tree heals and says so: zygote deaths, the standby, dead workers revived, the log of every death, status
+// answered from kept state, and a bounded stop.
+#include "fixture.h"
+#include "lifecycle_support.h"
+
+#include <catch2/catch.hpp>
+#include <future>
+#include <signal.h>
+#include <sys/wait.h>
+
+using namespace canopy;
+using namespace canopy::testing;
+using daemon::Supervisor;
+using daemon::WorkerState;
+
+namespace {
+
+std::map<std::string, pid_t> worker_pids(const Supervisor& sup) {
+    std::map<std::string, pid_t> out;
+    for (const auto& w : sup.status()) {
+        out[w.path] = w.pid;
+    }
+    return out;
+}
+
+// Kills the zygote and waits until the standby took over and every worker runs again with a new pid.
+void kill_zygote_and_heal(Supervisor& sup, const CapturedLog& log) {
+    const pid_t zygote = sup.zygote_pid();
+    const pid_t standby = sup.standby_zygote_pid();
+    REQUIRE(zygote > 0);
+    REQUIRE(eventually([&] { return sup.standby_zygote_pid() > 0; }));
+    const auto before = worker_pids(sup);
+    REQUIRE(::kill(zygote, SIGKILL) == 0);
+    REQUIRE(eventually([&] { return sup.zygote_pid() != zygote; }));
+    CHECK(sup.zygote_pid() == (standby > 0 ? standby : sup.zygote_pid()));
+    REQUIRE(eventually([&] {
+        const auto now = worker_pids(sup);
+        return all_running(sup) &&
+               std::all_of(now.begin(), now.end(), [&](const auto& e) { return before.at(e.first) != e.second; });
+    }));
+    INFO(log.dump());
+    CHECK(log.matching({"the zygote (pid " + std::to_string(zygote) + ")", "takes its place"}).size() == 1);
+    for (const auto& [path, pid] : before) {
+        CHECK(log.matching({"worker " + path + " (pid " + std::to_string(pid) + ")", "died with the zygote"}).size() ==
+              1);
+    }
+    CHECK(sup.run(task("sleep_ms", "chip0", {}, {ScalarArg::i64(0)})).ok());
+    CHECK(sup.run(task("sleep_ms", "sub0", {}, {ScalarArg::i64(0)})).ok());
+}
+
+} // namespace
+
+TEST_CASE("when the zygote dies its standby takes over and every worker comes back", "[daemon][healing]") {
+    TempDir state;
+    CapturedLog log;
+    auto options = l3_options(state.path, 1, 1);
+    options.log = log.logger;
+    Supervisor sup(options);
+    sup.start();
+    const pid_t first = sup.zygote_pid();
+    kill_zygote_and_heal(sup, log);
+    // The first zygote was this process's child and is reaped: no zombie is left.
+    CHECK(::waitpid(first, nullptr, WNOHANG) == -1);
+    CHECK(log.matching({"the zygote (pid " + std::to_string(first) + ") killed by signal 9 (SIGKILL)"}).size() == 1);
+    // The promoted standby is not our child; it heals the same way, and it forked a standby of its own.
+    kill_zygote_and_heal(sup, log);
+    kill_zygote_and_heal(sup, log);
+    CHECK(sup.status()[0].restarts == 3);
+}
+
+TEST_CASE("without a standby a zygote death is fatal and every worker is dead", "[daemon][healing]") {
+    TempDir state;
+    CapturedLog log;
+    auto options = l3_options(state.path, 1, 1);
+    options.log = log.logger;
+    options.standby_zygote = false;
+    Supervisor sup(options);
+    std::promise<std::string> fatal;
+    sup.set_on_fatal([&](const std::string& why) { fatal.set_value(why); });
+    sup.start();
+    const pid_t zygote = sup.zygote_pid();
+    REQUIRE(::kill(zygote, SIGKILL) == 0);
+    auto why = fatal.get_future();
+    REQUIRE(why.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+    CHECK_THAT(why.get(), Catch::Contains("no standby"));
+    for (const auto& w : sup.status()) {
+        CHECK(w.state == WorkerState::DEAD);
+        CHECK_THAT(w.last_exit, Catch::Contains("zygote"));
+    }
+    const auto r = sup.run(task("sleep_ms", "chip0", {}, {ScalarArg::i64(0)}));
+    CHECK(r.code == ErrorCode::WORKER_DIED);
+    CHECK(log.matching({"critical", "cannot heal"}).size() == 1);
+    CHECK_THROWS_WITH(sup.restart_worker("chip0"), Catch::Contains("cannot restart"));
+}
+
+TEST_CASE("a standby that dies is replaced by the zygote", "[daemon][healing]") {
+    TempDir state;
+    CapturedLog log;
+    auto options = l3_options(state.path, 1, 0);
+    options.log = log.logger;
+    Supervisor sup(options);
+    sup.start();
+    REQUIRE(eventually([&] { return sup.standby_zygote_pid() > 0; }));
+    const pid_t standby = sup.standby_zygote_pid();
+    CHECK(proc_stat(standby).comm == "canopy-standby");
+    REQUIRE(::kill(standby, SIGKILL) == 0);
+    REQUIRE(eventually([&] { return sup.standby_zygote_pid() > 0 && sup.standby_zygote_pid() != standby; }));
+    CHECK(log.matching({"standby zygote pid " + std::to_string(standby), "killed by signal 9"}).size() == 1);
+    CHECK(all_running(sup));
+}
+
+TEST_CASE("the zygote of a nested node heals inside the node", "[daemon][healing]") {
+    TempDir state;
+    Supervisor sup(l4_options(state.path, 1, 0));
+    sup.start();
+    const pid_t node = worker_status(sup, "/node0")->pid;
+    std::vector<pid_t> zygotes;
+    REQUIRE(eventually([&] {
+        zygotes = children_named(node, "canopy-zygote");
+        return zygotes.size() == 1;
+    }));
+    const pid_t chip_before = worker_status(sup, "/node0/chip1")->pid;
+    REQUIRE(::kill(zygotes[0], SIGKILL) == 0);
+    REQUIRE(eventually([&] {
+        const auto w = worker_status(sup, "/node0/chip1");
+        return w && w->state == WorkerState::RUNNING && w->pid > 0 && w->pid != chip_before;
+    }));
+    CHECK(worker_status(sup, "/node0")->pid == node);
+    CHECK(sup.run(task("sleep_ms", "/node0/chip1", {}, {ScalarArg::i64(1)})).ok());
+}
+
+TEST_CASE("worker restart revives a worker marked dead", "[daemon][healing]") {
+    TempDir state;
+    CapturedLog log;
+    auto options = l3_options(state.path, 1, 0);
+    options.fault_kernels = true;
+    options.restart_budget = 0;
+    options.log = log.logger;
+    Supervisor sup(options);
+    sup.start();
+    const pid_t pid = worker_status(sup, "/chip0")->pid;
+    CHECK(sup.run(task("abort", "chip0", {})).code == ErrorCode::WORKER_DIED);
+    REQUIRE(eventually([&] { return worker_status(sup, "/chip0")->state == WorkerState::DEAD; }));
+    INFO(log.dump());
+    CHECK(log.matching({"error", "worker /chip0 (pid " + std::to_string(pid) + ") killed by signal 6 (SIGABRT)",
+                        "marked dead after 0 restarts", "canopy worker restart /chip0"})
+              .size() == 1);
+    CHECK(sup.run(task("sleep_ms", "chip0", {}, {ScalarArg::i64(0)})).code == ErrorCode::WORKER_DIED);
+    sup.restart_worker("/chip0");
+    REQUIRE(eventually([&] { return all_running(sup); }));
+    CHECK(sup.run(task("sleep_ms", "chip0", {}, {ScalarArg::i64(0)})).ok());
+    CHECK(log.matching({"worker /chip0: revived"}).size() == 1);
+    CHECK_THROWS_AS(sup.restart_worker("/chip7"), daemon::RequestError);
+}
+
+TEST_CASE("worker restart of a live nested worker kills it and it comes back", "[daemon][healing]") {
+    TempDir state;
+    Supervisor sup(l4_options(state.path, 1, 0));
+    sup.start();
+    const pid_t before = worker_status(sup, "/node0/sub1")->pid;
+    const pid_t node = worker_status(sup, "/node0")->pid;
+    sup.restart_worker("node0/sub1");
+    REQUIRE(eventually([&] {
+        const auto w = worker_status(sup, "/node0/sub1");
+        return w->state == WorkerState::RUNNING && w->pid > 0 && w->pid != before;
+    }));
+    CHECK(worker_status(sup, "/node0/sub1")->restarts == 1);
+    CHECK(worker_status(sup, "/node0")->pid == node);
+    // The node itself restarts the same way, and its workers with it.
+    sup.restart_worker("/node0");
+    REQUIRE(eventually([&] {
+        const auto w = worker_status(sup, "/node0");
+        return w->state == WorkerState::RUNNING && w->pid != node && all_running(sup);
+    }));
+}
+
+TEST_CASE("status keeps the workers of a dead node and answers while a node is stopped", "[daemon][healing]") {
+    TempDir state;
+    auto options = l4_options(state.path, 2, 0);
+    options.restart_budget = 0;
+    Supervisor sup(options);
+    sup.start();
+    const std::size_t whole = sup.status().size();
+    REQUIRE(whole == 2 + 2 * 4);
+
+    // A stopped node does not answer anything; status comes from what it last reported.
+    const pid_t node1 = worker_status(sup, "/node1")->pid;
+    REQUIRE(::kill(node1, SIGSTOP) == 0);
+    const auto while_stopped = sup.status();
+    CHECK(while_stopped.size() == whole);
+    CHECK(worker_status(sup, "/node1/chip0")->state == WorkerState::RUNNING);
+    CHECK(sup.run(task("sleep_ms", "/node0/chip0", {}, {ScalarArg::i64(0)})).ok());
+    REQUIRE(::kill(node1, SIGCONT) == 0);
+
+    const pid_t node0 = worker_status(sup, "/node0")->pid;
+    REQUIRE(::kill(node0, SIGKILL) == 0);
+    REQUIRE(eventually([&] { return worker_status(sup, "/node0")->state == WorkerState::DEAD; }));
+    const auto after = sup.status();
+    CHECK(after.size() == whole);
+    for (const char* path : {"/node0/chip0", "/node0/chip1", "/node0/sub0", "/node0/sub1"}) {
+        const auto w = worker_status(sup, path);
+        REQUIRE(w);
+        CHECK(w->state == WorkerState::DEAD);
+        CHECK(w->pid == -1);
+        CHECK_THAT(w->last_exit, Catch::Contains("node /node0 is dead"));
+    }
+}
+
+TEST_CASE("every worker death is logged once with its path, pid and signal", "[daemon][healing]") {
+    TempDir state;
+    CapturedLog log;
+    auto options = l3_options(state.path, 1, 1);
+    options.log = log.logger;
+    Supervisor sup(options);
+    sup.start();
+    for (const std::string path : {"/chip0", "/sub0"}) {
+        const pid_t pid = worker_status(sup, path)->pid;
+        REQUIRE(::kill(pid, SIGKILL) == 0);
+        REQUIRE(eventually([&] {
+            const auto w = worker_status(sup, path);
+            return w->state == WorkerState::RUNNING && w->pid != pid;
+        }));
+        INFO(log.dump());
+        CHECK(log.matching({"warning",
+                            "worker " + path + " (pid " + std::to_string(pid) + ") killed by signal 9 (SIGKILL)",
+                            "restart 1 in 10 ms"})
+                  .size() == 1);
+        CHECK(log.matching({"info", "worker " + path, "is up again after 1 restarts"}).size() == 1);
+    }
+}
+
+TEST_CASE("a timeout kill is logged before the death it causes", "[daemon][healing]") {
+    TempDir state;
+    CapturedLog log;
+    auto options = l3_options(state.path, 0, 1);
+    options.log = log.logger;
+    Supervisor sup(options);
+    sup.start();
+    auto slow = task("sleep_ms", "sub0", {}, {ScalarArg::i64(20000)});
+    slow.timeout = std::chrono::milliseconds(100);
+    const auto r = sup.run(std::move(slow));
+    CHECK(r.code == ErrorCode::TIMEOUT);
+    INFO(log.dump());
+    CHECK(log.matching({"worker /sub0", "ran past its timeout of 100 ms; killing the worker"}).size() == 1);
+    CHECK(log.matching({"worker /sub0", "killed by signal 9", "1 task failed"}).size() == 1);
+}
+
+TEST_CASE("stop with a busy worker ends at the drain deadline plus the stop grace", "[daemon][healing]") {
+    TempDir state;
+    auto options = l3_options(state.path, 0, 1);
+    options.drain_timeout = std::chrono::milliseconds(500);
+    Supervisor sup(options);
+    sup.start();
+    std::promise<daemon::TaskResult> result;
+    sup.submit(task("sleep_ms", "sub0", {}, {ScalarArg::i64(60000)}),
+               [&](daemon::TaskResult r) { result.set_value(std::move(r)); });
+    const auto begin = std::chrono::steady_clock::now();
+    sup.stop();
+    const auto took = std::chrono::steady_clock::now() - begin;
+    CHECK(took < options.drain_timeout + Supervisor::STOP_GRACE + std::chrono::seconds(2));
+    CHECK(result.get_future().get().code == ErrorCode::WORKER_DIED);
+}
