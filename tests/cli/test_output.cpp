@@ -118,13 +118,24 @@ TEST_CASE("status renders missing and mistyped fields as dashes", "[cli]") {
     CHECK(render_status(json::array()) == "-\n");
 }
 
-TEST_CASE("status --json prints the daemon's payload", "[cli]") {
+TEST_CASE("status --json prints the daemon's payload and exits 1 while a worker is not running", "[cli]") {
     FakeDaemon daemon(reply_for);
     const CliRun r = run({"status", "--json"}, daemon.socket_path());
-    REQUIRE(r.rc == 0);
+    CHECK(r.rc == 1);
     CHECK(json::parse(r.out) == STATUS);
     const CliRun human = run({"status"}, daemon.socket_path());
+    CHECK(human.rc == 1);
     CHECK(human.out == render_status(STATUS));
+}
+
+TEST_CASE("status exits 0 when every worker runs", "[cli]") {
+    json all_up = STATUS;
+    for (auto& w : all_up["workers"]) {
+        w["state"] = "running";
+    }
+    FakeDaemon daemon([&](const json&) { return ok(all_up); });
+    CHECK(run({"status"}, daemon.socket_path()).rc == 0);
+    CHECK(run({"status", "--json"}, daemon.socket_path()).rc == 0);
 }
 
 TEST_CASE("buffer list draws a table with human and exact sizes", "[cli]") {

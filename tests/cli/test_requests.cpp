@@ -67,6 +67,14 @@ TEST_CASE("status, tasks, metrics, shutdown and buffer list send bare ops", "[cl
     CHECK(only_request({"buffer", "list"}) == json{{"op", "buffer.list"}, {"id", 1}});
 }
 
+TEST_CASE("worker restart sends the worker's path and needs one", "[cli]") {
+    CHECK(only_request({"worker", "restart", "/node0/chip1"}) ==
+          json{{"op", "worker.restart"}, {"worker", "/node0/chip1"}, {"id", 1}});
+    const CliRun missing = run({"worker", "restart"}, "/nonexistent/never/connected.sock");
+    CHECK(missing.rc == 2);
+    CHECK(missing.err.find("WORKER is required") != std::string::npos);
+}
+
 TEST_CASE("buffer create sends only the arguments given", "[cli]") {
     CHECK(only_request({"buffer", "create", "--bytes", "4096"}) ==
           json{{"op", "buffer.create"}, {"id", 1}, {"bytes", 4096}});

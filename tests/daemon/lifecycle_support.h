@@ -1,17 +1,16 @@
 #pragma once
-// Helpers for tests of the supervisor's lifecycle: a logger whose lines a test can read, waiting for a
-// condition with a deadline, and finding processes by parent and name in /proc.
+// Helpers for tests of the supervisor's lifecycle: a logger whose lines a test can read, and waiting for a
+// condition with a deadline.
 
 #include "daemon/supervisor.h"
+#include "tests/proc_support.h"
 
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <spdlog/logger.h>
 #include <spdlog/sinks/ringbuffer_sink.h>
-#include <sstream>
 #include <string>
 #include <sys/types.h>
 #include <thread>
@@ -80,51 +79,6 @@ inline bool all_running(const daemon::Supervisor& sup) {
         }
     }
     return true;
-}
-
-// Fields of /proc/PID/stat: the name (comm) and the parent pid; empty name when the process is gone.
-struct ProcStat {
-    std::string comm;
-    char state = '?';
-    pid_t ppid = -1;
-};
-
-inline ProcStat proc_stat(pid_t pid) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    ProcStat st;
-    const auto open = text.find('(');
-    const auto close = text.rfind(')');
-    if (open == std::string::npos || close == std::string::npos) {
-        return st;
-    }
-    st.comm = text.substr(open + 1, close - open - 1);
-    std::istringstream rest(text.substr(close + 2));
-    rest >> st.state >> st.ppid;
-    return st;
-}
-
-// Whether `pid` is a live process (not gone, not a zombie).
-inline bool alive(pid_t pid) {
-    const ProcStat st = proc_stat(pid);
-    return !st.comm.empty() && st.state != 'Z';
-}
-
-// The live children of `parent` named `comm`.
-inline std::vector<pid_t> children_named(pid_t parent, const std::string& comm) {
-    std::vector<pid_t> out;
-    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-        const std::string name = e.path().filename().string();
-        if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) {
-            continue;
-        }
-        const pid_t pid = std::stoi(name);
-        const ProcStat st = proc_stat(pid);
-        if (st.ppid == parent && st.comm == comm && st.state != 'Z') {
-            out.push_back(pid);
-        }
-    }
-    return out;
 }
 
 } // namespace canopy::testing

@@ -1,5 +1,7 @@
 // canopyd under systemd's protocols: sd_notify readiness and stopping, and the unit file.
 #include "fixture.h"
+#include "helpers.h"
+#include "tests/proc_support.h"
 
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -10,6 +12,7 @@
 #include <sstream>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <thread>
 #include <unistd.h>
 
 using namespace canopy::e2e;
@@ -63,7 +66,7 @@ TEST_CASE("canopyd tells systemd READY=1 once every child is up and STOPPING=1 o
     NotifySocket notify(dir.path / "notify.sock");
     Daemon d(e2e_config(1, 1), {{"NOTIFY_SOCKET", notify.path()}});
     REQUIRE(notify.wait_for("READY=1", std::chrono::seconds(10)));
-    CHECK(notify.received().find("STATUS=2 workers up") != std::string::npos);
+    CHECK(notify.received().find("STATUS=2/2 workers up") != std::string::npos);
     // READY came after the children: the daemon already answers status with every worker running.
     const auto status = d.cli_json({"status"});
     for (const auto& w : status.at("workers")) {
@@ -100,4 +103,63 @@ TEST_CASE("systemd-analyze verify accepts the unit file", "[service][systemd]") 
     CHECK(o.rc == 0);
     CHECK(text.find("Type=notify") != std::string::npos);
     CHECK(text.find("KillMode=mixed") != std::string::npos);
+}
+
+TEST_CASE("STATUS= and canopy status follow a worker that dies and is revived", "[service][systemd]") {
+    TempDir dir;
+    NotifySocket notify(dir.path / "notify.sock");
+    Daemon d(e2e_config(1, 1, {{"supervision", {{"restart_budget", 0}, {"backoff_initial_ms", 10}}}}),
+             {{"NOTIFY_SOCKET", notify.path()}});
+    REQUIRE(notify.wait_for("READY=1", std::chrono::seconds(10)));
+    CHECK(d.cli({"status"}).rc == 0);
+    CHECK(d.cli({"submit", "abort", "--on", "chip0", "--wait"}).rc == 1);
+    REQUIRE(
+        notify.wait_for("STATUS=1/2 workers up; /chip0 dead: killed by signal 6 (SIGABRT)", std::chrono::seconds(10)));
+    const Output dead = d.cli({"status"});
+    CHECK(dead.rc == 1);
+    CHECK(has_row(dead.out, {"chip0", "dead"}));
+    const Output restart = d.cli({"worker", "restart", "chip0"});
+    CHECK(restart.rc == 0);
+    CHECK(restart.out == "worker chip0 restarts\n");
+    REQUIRE(notify.wait_for("STATUS=2/2 workers up", std::chrono::seconds(10)));
+    CHECK(d.cli({"status"}).rc == 0);
+    CHECK(d.cli({"submit", "sleep_ms", "--on", "chip0", "--scalar", "int64:0", "--wait"}).rc == 0);
+    CHECK(d.log().find("worker chip0: restart asked by uid " + std::to_string(::getuid())) != std::string::npos);
+    const Output unknown = d.cli({"worker", "restart", "chip9"});
+    CHECK(unknown.rc == 1);
+    CHECK(unknown.err.find("UNKNOWN_WORKER") != std::string::npos);
+}
+
+TEST_CASE("canopyd exits 1 when its zygotes die faster than the restart budget allows", "[service][systemd]") {
+    Daemon d(e2e_config(1, 0, {{"supervision", {{"restart_budget", 1}, {"backoff_initial_ms", 10}}}}));
+    for (int round = 0; round < 2; ++round) {
+        // The zygote is the parent of every worker; a promoted standby is nobody else's child.
+        pid_t zygote = -1;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (zygote <= 0 && std::chrono::steady_clock::now() < deadline) {
+            const auto status = d.cli_json({"status"});
+            const pid_t chip = worker_at(status, "/chip0").at("pid");
+            if (chip > 0 && worker_at(status, "/chip0").at("state") == "running") {
+                zygote = canopy::testing::proc_stat(chip).ppid;
+            } else {
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            }
+        }
+        REQUIRE(zygote > 1);
+        REQUIRE(canopy::testing::proc_stat(zygote).comm == "canopy-zygote");
+        REQUIRE(::kill(zygote, SIGKILL) == 0);
+        if (round == 0) {
+            const auto healed = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+            while (d.log().find("takes its place") == std::string::npos && std::chrono::steady_clock::now() < healed) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            }
+            REQUIRE(d.log().find("the zygote (pid " + std::to_string(zygote) + ") killed by signal 9") !=
+                    std::string::npos);
+        }
+    }
+    const auto rc = d.wait_exit(std::chrono::seconds(20));
+    INFO(d.log());
+    REQUIRE(rc);
+    CHECK(*rc == 1);
+    CHECK(d.log().find("past the restart budget of 1; the tree cannot heal") != std::string::npos);
 }
