@@ -49,6 +49,31 @@ TensorTag parse_tag(const std::string& tag, const std::string& where) {
     bad(where + ".tag: expected \"input\", \"output\" or \"inout\", got \"" + tag + "\"");
 }
 
+// "[2, 3]"
+std::string shape_text(const std::vector<std::uint32_t>& shape) {
+    std::string text = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+        text += (i > 0 ? ", " : "") + std::to_string(shape[i]);
+    }
+    return text + "]";
+}
+
+// The strides of a row-major view of `shape` (a dimension of 0 counts as 1). Throws INVALID_TENSOR when one
+// does not fit the 32-bit stride field. The running product is at most 2^32 - 1 before each multiply by a
+// 32-bit dimension, so it never wraps.
+void set_row_major_strides(const std::vector<std::uint32_t>& shape, Tensor& tensor, const std::string& where) {
+    std::uint64_t stride = 1;
+    for (std::size_t i = shape.size(); i-- > 0;) {
+        if (stride > UINT32_MAX) {
+            throw RequestError(ErrorCode::INVALID_TENSOR, where + ".shape: row-major strides of shape " +
+                                                              shape_text(shape) +
+                                                              " overflow 32 bits; give strides explicitly");
+        }
+        tensor.strides[i] = static_cast<std::uint32_t>(stride);
+        stride *= std::max<std::uint32_t>(shape[i], 1);
+    }
+}
+
 // Builds the Tensor field by field (no defaults hide a bad value) and runs the gate.
 Tensor parse_tensor(const json& t, const BufferResolver& resolve, const std::string& where) {
     if (!t.is_object()) {
@@ -73,11 +98,7 @@ Tensor parse_tensor(const json& t, const BufferResolver& resolve, const std::str
         }
         std::copy(strides.begin(), strides.end(), tensor.strides.begin());
     } else {
-        std::uint64_t stride = 1;
-        for (std::size_t i = shape.size(); i-- > 0;) {
-            tensor.strides[i] = stride > UINT32_MAX ? 0 : static_cast<std::uint32_t>(stride);
-            stride *= std::max<std::uint32_t>(shape[i], 1);
-        }
+        set_row_major_strides(shape, tensor, where);
     }
     tensor.byte_offset = uint_member(t, "byte_offset", where, 0);
     try {

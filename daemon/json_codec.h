@@ -27,7 +27,8 @@ struct ParsedTask {
 
 // Parses one TASK object. `where` prefixes error messages ("tasks[2]"). Throws RequestError:
 // BAD_REQUEST for shape errors of the JSON and for numbers a field cannot hold (daemon/json_numbers.h),
-// INVALID_TENSOR for a view the gate refuses, and whatever the resolver throws.
+// INVALID_TENSOR for a view the gate refuses or whose omitted row-major strides do not fit 32 bits, and
+// whatever the resolver throws.
 ParsedTask parse_task(const nlohmann::json& task, const BufferResolver& resolve, const std::string& where);
 
 // "r", "w", "rw" <-> Access; throws RequestError(BAD_REQUEST).

@@ -150,3 +150,14 @@ TEST_CASE("a launch dimension or shared_bytes outside its 32-bit range is refuse
     CHECK(bad_request(task_with_launch({{"shared_bytes", "0"}})) ==
           "task.launch.shared_bytes: expected an integer, got \"0\"");
 }
+
+TEST_CASE("a shape whose row-major strides overflow 32 bits is refused by its own message", "[daemon][json]") {
+    const auto [code, message] = refusal(task_with({{"shape", {2, 65536, 65537}}}));
+    CHECK(code == ErrorCode::INVALID_TENSOR);
+    CHECK(message == "task.args[0].tensor.shape: row-major strides of shape [2, 65536, 65537] overflow 32 bits; "
+                     "give strides explicitly");
+    // The largest stride that fits is no overflow: the view is refused for its extent instead.
+    const auto [fits_code, fits_message] = refusal(task_with({{"shape", {2, 4294967295ULL}}}));
+    CHECK(fits_code == ErrorCode::INVALID_TENSOR);
+    CHECK_THAT(fits_message, !Catch::Contains("overflow 32 bits"));
+}
