@@ -1,8 +1,8 @@
 #pragma once
 // CliError: every failure of the canopy CLI, carrying the process exit code and an error code.
 //
-// The exit codes are the CLI's public surface (DESIGN.md section 8): 0 success, 1 a request or task
-// failed, 2 usage error, 3 daemon unreachable. `code` is the daemon's error code (DESIGN.md section 8)
+// The exit codes are the CLI's public surface (docs/cli.md): 0 success, 1 a request or task
+// failed, 2 usage error, 3 daemon unreachable. `code` is the daemon's error code (docs/control-protocol.md)
 // for a failed request, or one of the CLI's own: USAGE, UNREACHABLE, PROTOCOL_ERROR.
 //
 // Thread safety: plain values.

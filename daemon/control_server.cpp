@@ -1,5 +1,7 @@
 #include "daemon/control_server.h"
 
+#include "daemon/request_json.h"
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -130,12 +132,13 @@ private:
             return false;
         }
         const char* body = in_.data() + consumed_ + 4;
-        nlohmann::json request = nlohmann::json::parse(body, body + len, nullptr, false);
+        ParsedRequest parsed = parse_request(std::string_view(body, len));
+        const nlohmann::json& request = parsed.request;
         consumed_ += 4 + std::size_t{len}; // before the handler, which may call back into resume()
         const std::uint64_t seq = next_request_++;
         ++pending_;
-        if (request.is_discarded() || !request.is_object()) {
-            complete(seq, serialize(error_reply("BAD_REQUEST", "the frame body is not a JSON object"), {}));
+        if (!parsed.error.empty()) {
+            complete(seq, serialize(error_reply("BAD_REQUEST", parsed.error), {}));
             return true;
         }
         // The request's "id", if any, as the JSON text the reply repeats.

@@ -1,5 +1,6 @@
 #include "daemon/json_codec.h"
 
+#include "daemon/json_numbers.h"
 #include "protocol/module_launch.h"
 
 #include <limits>
@@ -29,11 +30,8 @@ std::vector<std::uint32_t> dims(const json& value, const std::string& where) {
     }
     std::vector<std::uint32_t> out;
     for (std::size_t i = 0; i < value.size(); ++i) {
-        const json& v = value[i];
-        if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > UINT32_MAX) {
-            bad(where + "[" + std::to_string(i) + "]: expected an integer in 0..4294967295");
-        }
-        out.push_back(v.get<std::uint32_t>());
+        const std::uint64_t v = read_unsigned(value[i], where + "[" + std::to_string(i) + "]", 0, UINT32_MAX);
+        out.push_back(static_cast<std::uint32_t>(v));
     }
     return out;
 }
@@ -49,6 +47,31 @@ TensorTag parse_tag(const std::string& tag, const std::string& where) {
         return TensorTag::INOUT;
     }
     bad(where + ".tag: expected \"input\", \"output\" or \"inout\", got \"" + tag + "\"");
+}
+
+// "[2, 3]"
+std::string shape_text(const std::vector<std::uint32_t>& shape) {
+    std::string text = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+        text += (i > 0 ? ", " : "") + std::to_string(shape[i]);
+    }
+    return text + "]";
+}
+
+// The strides of a row-major view of `shape` (a dimension of 0 counts as 1). Throws INVALID_TENSOR when one
+// does not fit the 32-bit stride field. The running product is at most 2^32 - 1 before each multiply by a
+// 32-bit dimension, so it never wraps.
+void set_row_major_strides(const std::vector<std::uint32_t>& shape, Tensor& tensor, const std::string& where) {
+    std::uint64_t stride = 1;
+    for (std::size_t i = shape.size(); i-- > 0;) {
+        if (stride > UINT32_MAX) {
+            throw RequestError(ErrorCode::INVALID_TENSOR, where + ".shape: row-major strides of shape " +
+                                                              shape_text(shape) +
+                                                              " overflow 32 bits; give strides explicitly");
+        }
+        tensor.strides[i] = static_cast<std::uint32_t>(stride);
+        stride *= std::max<std::uint32_t>(shape[i], 1);
+    }
 }
 
 // Builds the Tensor field by field (no defaults hide a bad value) and runs the gate.
@@ -75,11 +98,7 @@ Tensor parse_tensor(const json& t, const BufferResolver& resolve, const std::str
         }
         std::copy(strides.begin(), strides.end(), tensor.strides.begin());
     } else {
-        std::uint64_t stride = 1;
-        for (std::size_t i = shape.size(); i-- > 0;) {
-            tensor.strides[i] = stride > UINT32_MAX ? 0 : static_cast<std::uint32_t>(stride);
-            stride *= std::max<std::uint32_t>(shape[i], 1);
-        }
+        set_row_major_strides(shape, tensor, where);
     }
     tensor.byte_offset = uint_member(t, "byte_offset", where, 0);
     try {
@@ -98,19 +117,13 @@ ScalarArg parse_scalar(const json& s, const std::string& where) {
     const std::string kind = first.key();
     const json& value = first.value();
     if (kind == "int64") {
-        if (!value.is_number_integer()) {
-            bad(where + ".int64: expected an integer");
-        }
-        return ScalarArg::i64(value.get<std::int64_t>());
-    }
-    if (!value.is_number()) {
-        bad(where + "." + kind + ": expected a number");
+        return ScalarArg::i64(read_int64(value, where + ".int64"));
     }
     if (kind == "float32") {
-        return ScalarArg::f32(value.get<float>());
+        return ScalarArg::f32(read_float32(value, where + ".float32"));
     }
     if (kind == "float64") {
-        return ScalarArg::f64(value.get<double>());
+        return ScalarArg::f64(read_float64(value, where + ".float64"));
     }
     bad(where + ": unknown scalar kind \"" + kind + "\"");
 }
@@ -140,18 +153,14 @@ LaunchConfig parse_launch(const json& l, const std::string& where, bool module) 
         }
         auto* out = std::string(key) == "grid" ? launch.grid : launch.block;
         for (std::size_t i = 0; i < v.size(); ++i) {
-            if (!v[i].is_number_integer() || v[i].get<std::int64_t>() < 1 || v[i].get<std::int64_t>() > UINT32_MAX) {
-                bad(where + "." + key + "[" + std::to_string(i) + "]: expected an integer >= 1, got " + v[i].dump());
-            }
-            out[i] = v[i].get<std::uint32_t>();
+            const std::string at = where + "." + key + "[" + std::to_string(i) + "]";
+            out[i] = static_cast<std::uint32_t>(read_unsigned(v[i], at, 1, UINT32_MAX));
         }
     }
-    const std::uint64_t shared = uint_member(l, "shared_bytes", where, 0);
-    if (shared > UINT32_MAX) {
-        bad(where + ".shared_bytes: " + std::to_string(shared) + " is above the limit of " +
-            std::to_string(MAX_SHARED_BYTES));
+    if (l.contains("shared_bytes")) {
+        launch.shared_bytes =
+            static_cast<std::uint32_t>(read_unsigned(l["shared_bytes"], where + ".shared_bytes", 0, UINT32_MAX));
     }
-    launch.shared_bytes = static_cast<std::uint32_t>(shared);
     return launch;
 }
 
@@ -250,11 +259,7 @@ std::uint64_t uint_member(const json& object, const char* key, const std::string
     if (fallback && (!object.is_object() || !object.contains(key))) {
         return *fallback;
     }
-    const json& v = member(object, key, where);
-    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<std::int64_t>() >= 0)) {
-        bad(where + "." + key + ": expected a non-negative integer");
-    }
-    return v.get<std::uint64_t>();
+    return read_unsigned(member(object, key, where), where + "." + key, 0, UINT64_MAX);
 }
 
 ParsedTask parse_task(const json& task, const BufferResolver& resolve, const std::string& where) {

@@ -26,8 +26,9 @@ struct ParsedTask {
 };
 
 // Parses one TASK object. `where` prefixes error messages ("tasks[2]"). Throws RequestError:
-// BAD_REQUEST for shape errors of the JSON, INVALID_TENSOR for a view the gate refuses, and whatever
-// the resolver throws.
+// BAD_REQUEST for shape errors of the JSON and for numbers a field cannot hold (daemon/json_numbers.h),
+// INVALID_TENSOR for a view the gate refuses or whose omitted row-major strides do not fit 32 bits, and
+// whatever the resolver throws.
 ParsedTask parse_task(const nlohmann::json& task, const BufferResolver& resolve, const std::string& where);
 
 // "r", "w", "rw" <-> Access; throws RequestError(BAD_REQUEST).
@@ -44,6 +45,7 @@ nlohmann::json module_json(const ModuleInfo& m);
 void append_json_string(std::string& out, std::string_view text);
 
 // Required / optional typed members with errors naming `where.key`; throw RequestError(BAD_REQUEST).
+// uint_member takes an integer in 0..2^64-1 (read_unsigned).
 const nlohmann::json& member(const nlohmann::json& object, const char* key, const std::string& where);
 std::string string_member(const nlohmann::json& object, const char* key, const std::string& where);
 std::uint64_t uint_member(const nlohmann::json& object, const char* key, const std::string& where,

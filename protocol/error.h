@@ -1,5 +1,5 @@
 #pragma once
-// Error codes of the public surface (DESIGN.md section 8) and WireError, the exception thrown by every
+// Error codes of the public surface (docs/protocol.md) and WireError, the exception thrown by every
 // validation gate of the wire ABI.
 //
 // Thread safety: all functions are pure and may be called from any thread.

@@ -1,5 +1,5 @@
 #pragma once
-// The whole wire ABI of canopy in one include. See DESIGN.md section 2.
+// The whole wire ABI of canopy in one include. See docs/protocol.md.
 
 #include "protocol/descriptor.h"
 #include "protocol/error.h"

@@ -1,5 +1,5 @@
 #pragma once
-// Submit-time checks of one task's tensor arguments (DESIGN.md section 5), run by the daemon before it adds
+// Submit-time checks of one task's tensor arguments (docs/scheduler.md), run by the daemon before it adds
 // the task to the Scheduler. Both are pure and need no scheduler state.
 //
 // They throw canopy::WireError, whose field() names the argument ("args[1]") and whose what() is

@@ -1,5 +1,5 @@
 #pragma once
-// Scheduler: dependency inference and the task lifecycle of DESIGN.md section 5, in process. It has no
+// Scheduler: dependency inference and the task lifecycle of docs/scheduler.md, in process. It has no
 // processes, sockets or threads of its own: the daemon adds tasks in submission order, dispatches the
 // ones pop_ready hands out, and reports how each ends.
 //

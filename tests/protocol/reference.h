@@ -1,7 +1,7 @@
 #pragma once
 // Independent reference computations for the protocol tests and the fuzz targets: the dtype table and
 // the view extent in 128-bit arithmetic, and the invariants every decoded TaskArgs must keep. Written
-// from DESIGN.md section 2, not from the library's code, and free of Catch2 so fuzz targets can use it.
+// from the wire rules of docs/protocol.md, not from the library's code, and free of Catch2 so fuzz targets can use it.
 //
 // Thread safety: pure functions.
 

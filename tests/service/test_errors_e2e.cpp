@@ -30,7 +30,7 @@ std::string release(const Daemon& d, const std::string& id) {
     return id;
 }
 
-// The view that must be refused by name: shapes=(2147483649,), strides=(2147483648,), float32 (DESIGN.md 2).
+// The view that must be refused by name: shapes=(2147483649,), strides=(2147483648,), float32 (docs/protocol.md).
 json overflow_view(const std::string& buffer) {
     return tensor_arg(buffer, "output", {2147483649ULL}, {2147483648ULL});
 }

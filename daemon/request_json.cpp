@@ -1,0 +1,37 @@
+#include "daemon/request_json.h"
+
+#include "config/bounded_json.h"
+
+namespace canopy::daemon {
+namespace {
+
+std::string refusal_message(const config::JsonRefusal& refusal) {
+    switch (refusal.kind) {
+    case config::JsonRefusalKind::TOO_DEEP:
+        return "request: JSON nests deeper than " + std::to_string(refusal.max_depth) + " levels at " + refusal.pointer;
+    case config::JsonRefusalKind::DUPLICATE_KEY: {
+        const std::string key =
+            nlohmann::json(refusal.key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        return "request: duplicate key " + key +
+               (refusal.pointer.empty() ? " in the top-level object" : " in object at " + refusal.pointer);
+    }
+    case config::JsonRefusalKind::SYNTAX:
+        break;
+    }
+    return "the frame body is not a JSON object";
+}
+
+} // namespace
+
+ParsedRequest parse_request(std::string_view body) {
+    config::BoundedJson parsed = config::parse_bounded_json(body);
+    if (parsed.refusal) {
+        return {nullptr, refusal_message(*parsed.refusal)};
+    }
+    if (!parsed.value.is_object()) {
+        return {nullptr, "the frame body is not a JSON object"};
+    }
+    return {std::move(parsed.value), {}};
+}
+
+} // namespace canopy::daemon
