@@ -154,9 +154,10 @@ TEST_CASE("two GPUs: a chip imports the other GPU's cuda_vmm buffer over peer ac
     const auto r =
         sup.run(task("scale", "chip1", {t(d, TensorTag::INOUT, DataType::FLOAT32, {4096})}, {ScalarArg::f32(2)}));
     if (r.code == ErrorCode::UNREACHABLE_BUFFER) {
-        // Hardware without peer access between the two GPUs: refused by name, never a wrong access.
+        // Hardware without peer access between the two GPUs: refused by name, never a wrong access; the reads
+        // and writes this test is about cannot happen there.
         CHECK_THAT(r.message, Catch::Contains("no peer access"));
-        return;
+        CANOPY_SKIP("no peer access between GPU 0 and GPU 1 (the refusal was checked)");
     }
     INFO(r.message);
     REQUIRE(r.code == ErrorCode::OK);
