@@ -50,7 +50,7 @@ void check_recovered(Supervisor& sup, const BufferDescriptor& b, const ipc::Mapp
 
 } // namespace
 
-TEST_CASE("illegal_address through a supervisor restarts only the cuda chip; buffers and the sim chip carry on",
+TEST_CASE("illegal_address through a supervisor restarts only the cuda chip while buffers and the sim chip carry on",
           "[cuda][chip][gpu][fault]") {
     REQUIRE_GPUS(1);
     TempDir state;

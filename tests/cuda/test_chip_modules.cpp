@@ -225,7 +225,7 @@ TEST_CASE("on a cuda chip an unknown function, a launch over the kernel's limits
     CHECK(status_of(sup, "/chip0")->restarts == 0);
 }
 
-TEST_CASE("a cuda chip killed with SIGKILL comes back with its modules; a reload replaces, a failed one unloads",
+TEST_CASE("a cuda chip restarted after SIGKILL has its modules, which a reload replaces and a failed one unloads",
           "[cuda][chip][gpu][module][fault]") {
     REQUIRE_GPUS(1);
     REQUIRE_MODULE_PTX();
