@@ -147,4 +147,19 @@ inline bool wait_running(const daemon::Supervisor& sup, const std::string& path,
     return false;
 }
 
+// Waits (polling, as above) until `path` is RUNNING under a pid other than `before`, and returns that pid;
+// FAILs after 30 s.
+inline pid_t wait_restarted(const daemon::Supervisor& sup, const std::string& path, pid_t before) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+        const auto w = status_of(sup, path);
+        if (w && w->state == daemon::WorkerState::RUNNING && w->pid > 0 && w->pid != before) {
+            return w->pid;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    FAIL(path << " did not come back");
+    return -1;
+}
+
 } // namespace canopy::testing

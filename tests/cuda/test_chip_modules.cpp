@@ -15,7 +15,6 @@ using namespace canopy::testing;
 using daemon::ChildKind;
 using daemon::RequestError;
 using daemon::Supervisor;
-using daemon::WorkerState;
 
 namespace {
 
@@ -81,19 +80,6 @@ std::pair<ErrorCode, std::string> load_refusal(Supervisor& sup, const std::strin
     }
     FAIL("load_module(" << name << ") succeeded");
     return {};
-}
-
-pid_t wait_new_pid(const Supervisor& sup, const std::string& path, pid_t before) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (std::chrono::steady_clock::now() < deadline) {
-        const auto w = status_of(sup, path);
-        if (w && w->state == WorkerState::RUNNING && w->pid > 0 && w->pid != before) {
-            return w->pid;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    FAIL(path << " did not come back");
-    return -1;
 }
 
 } // namespace
@@ -242,7 +228,7 @@ TEST_CASE("a cuda chip restarted after SIGKILL has its modules, which a reload r
     const pid_t before = status_of(sup, "/chip0")->pid;
     REQUIRE(before > 0);
     REQUIRE(::kill(before, SIGKILL) == 0);
-    const pid_t after = wait_new_pid(sup, "/chip0", before);
+    const pid_t after = wait_restarted(sup, "/chip0", before);
     CHECK(after != before);
     check_saxpy(sup, "chip0", x, y, n);
 

@@ -46,15 +46,7 @@ void kill_and_wait(daemon::Supervisor& sup, const std::string& path) {
     REQUIRE(before);
     REQUIRE(before->pid > 0);
     REQUIRE(::kill(before->pid, SIGKILL) == 0);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    for (;;) {
-        const auto now = status_of(sup, path);
-        if (now && now->pid > 0 && now->pid != before->pid && now->state == daemon::WorkerState::RUNNING) {
-            return;
-        }
-        REQUIRE(std::chrono::steady_clock::now() < deadline);
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    (void)wait_restarted(sup, path, before->pid);
 }
 
 } // namespace
