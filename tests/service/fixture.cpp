@@ -293,6 +293,10 @@ json RawClient::request(const json& body) {
     return *reply;
 }
 
+void RawClient::close_write() {
+    ::shutdown(fd_, SHUT_WR);
+}
+
 bool RawClient::closed_by_peer(std::chrono::milliseconds limit) {
     pollfd pfd{fd_, POLLIN, 0};
     if (::poll(&pfd, 1, static_cast<int>(limit.count())) <= 0) {

@@ -76,6 +76,8 @@ public:
     ~RawClient();
     void send_bytes(const std::string& bytes);
     void send_frame(const std::string& body);
+    // Ends this side of the stream (shutdown SHUT_WR): the daemon reads end-of-file; replies can still be read.
+    void close_write();
     // The next reply frame's JSON; nullopt when the daemon closed the connection.
     std::optional<nlohmann::json> read_reply(std::chrono::milliseconds limit = std::chrono::milliseconds(5000));
     nlohmann::json request(const nlohmann::json& body); // send_frame + read_reply (throws on close)
