@@ -88,4 +88,10 @@ private:
     int fd_ = -1;
 };
 
+// Polls `tasks` (test set-up, not a dispatch path) until the task named `name` has started; returns its state
+// then ("running", or "completed"/"failed" when it finished between two polls), or "" when it has not started
+// within `limit`.
+std::string wait_task_started(const Daemon& d, const std::string& name,
+                              std::chrono::milliseconds limit = std::chrono::milliseconds(10000));
+
 } // namespace canopy::e2e

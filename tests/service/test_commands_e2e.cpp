@@ -5,7 +5,6 @@
 
 #include <catch2/catch.hpp>
 #include <cstring>
-#include <thread>
 
 using namespace canopy::e2e;
 using nlohmann::json;
@@ -306,8 +305,8 @@ TEST_CASE("a client waiting for a task when shutdown arrives gets the drained ta
     Daemon d(e2e_config(1, 1));
     RawClient waiter(d.socket());
     waiter.send_frame(
-        json{{"op", "submit"}, {"id", 1}, {"wait", true}, {"task", sleep_task("drained", "sub0", 500)}}.dump());
-    std::this_thread::sleep_for(std::chrono::milliseconds(100)); // the task is running
+        json{{"op", "submit"}, {"id", 1}, {"wait", true}, {"task", sleep_task("drained", "sub0", 1000)}}.dump());
+    REQUIRE(wait_task_started(d, "drained") == "running");
     REQUIRE(d.cli({"shutdown"}).rc == 0);
     const auto reply = waiter.read_reply(std::chrono::milliseconds(10000));
     CHECK(d.wait_exit(std::chrono::seconds(15)) == std::optional<int>(0));

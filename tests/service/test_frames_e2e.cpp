@@ -5,7 +5,6 @@
 #include "helpers.h"
 
 #include <catch2/catch.hpp>
-#include <thread>
 
 using namespace canopy::e2e;
 using nlohmann::json;
@@ -194,7 +193,7 @@ TEST_CASE("bad clients do not disturb a good client's running task", "[service]"
     Daemon d(e2e_config(2, 2));
     RawClient good(d.socket());
     good.send_frame(submit_sleep("chip0", 1500, true, 1).dump());
-    std::this_thread::sleep_for(100ms); // the task is running before the bad clients start
+    REQUIRE(wait_task_started(d, "sleep") == "running"); // before the bad clients start
 
     RawClient stalled(d.socket());
     stalled.send_bytes(length_prefix(64) + "{\"op\": \"sta");
@@ -239,7 +238,7 @@ TEST_CASE("a device buffer waiting for its busy chip does not hold up other clie
     Daemon d(e2e_config(2, 2));
     RawClient busy(d.socket());
     busy.send_frame(submit_sleep("chip0", 1500, true, 1).dump());
-    std::this_thread::sleep_for(100ms); // chip0 runs the sleep
+    REQUIRE(wait_task_started(d, "sleep") == "running");
     // chip0 makes the buffer after its queued sleep: the reply waits for it.
     RawClient creator(d.socket());
     creator.send_frame(
