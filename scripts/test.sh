@@ -21,11 +21,56 @@ launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccach
 
 stage() { printf '\n==== %s ====\n' "$*"; }
 
+# Fails unless every ctest entry of build dir $1 is exactly one Catch2 test case of its executable and every
+# test case has one entry (a name that CMake split at ';', or one the executable no longer has, shows up as a
+# difference), and unless each entry runs under the rules of tests/CMakeLists.txt that keep a test that ran
+# nothing from passing: -w NoAssertions, and "CANOPY-SKIP:" reported as skipped.
+check_ctest_entries() {
+  local build=$1 listing entries cases commands bad skips
+  listing=$(ctest --test-dir "$build" -N -V)
+  entries=$(sed -n 's/^ *Test *#[0-9]*: //p' <<<"$listing" | LC_ALL=C sort)
+  # --list-test-names-only exits with the number of names.
+  cases=$(sed -n 's/^[0-9]*: Test command: \([^ ]*\) .*/\1/p' <<<"$listing" | LC_ALL=C sort -u |
+    while read -r exe; do
+      { "$exe" --list-test-names-only || true; } | sed "/^\$/d; s|^|$(basename "$exe"):|"
+    done | LC_ALL=C sort)
+  if [ "$entries" != "$cases" ]; then
+    echo "check_ctest_entries: ctest entries that are no test case (<) and test cases without an entry (>):"
+    diff <(printf '%s\n' "$entries") <(printf '%s\n' "$cases") | grep '^[<>]'
+    return 1
+  fi
+  commands=$(grep -c ': Test command: ' <<<"$listing" || true)
+  bad=$(grep ': Test command: ' <<<"$listing" | grep -vF '"-w" "NoAssertions"' || true)
+  if [ -n "$bad" ]; then
+    echo "check_ctest_entries: entries run without -w NoAssertions:"
+    echo "$bad"
+    return 1
+  fi
+  skips=$(ctest --test-dir "$build" --show-only=json-v1 | grep -c '"CANOPY-SKIP:"' || true)
+  if [ "$skips" != "$commands" ]; then
+    echo "check_ctest_entries: $skips of $commands entries have SKIP_REGULAR_EXPRESSION \"CANOPY-SKIP:\""
+    return 1
+  fi
+  echo "check_ctest_entries: $commands entries, one per test case, each under the no-assertion rules"
+}
+
+# ctest's "N% tests passed" counts skipped tests as passed; this line counts them apart (from ctest's JUnit
+# file, $1).
+count_results() {
+  local passed skipped failed
+  passed=$(grep -c 'status="run"' "$1" || true)
+  skipped=$(grep -c 'status="notrun"' "$1" || true)
+  failed=$(grep -c 'status="fail"' "$1" || true)
+  echo "tests: $passed passed, $skipped skipped, $failed failed"
+}
+
 stage "normal build"
 cmake -S . -B build -G Ninja "${launcher[@]}" -DCANOPY_BENCH=ON >/dev/null
 ninja -C build -j "$jobs"
 stage "tests"
-ctest --test-dir build --output-on-failure -j "$jobs"
+check_ctest_entries build
+ctest --test-dir build --output-on-failure -j "$jobs" --output-junit ctest-junit.xml
+count_results build/ctest-junit.xml
 
 if [ "${CANOPY_SKIP_ASAN:-0}" != 1 ]; then
   stage "ASan + UBSan build"
@@ -33,9 +78,11 @@ if [ "${CANOPY_SKIP_ASAN:-0}" != 1 ]; then
     -DCMAKE_BUILD_TYPE=Debug >/dev/null
   ninja -C build-asan -j "$jobs"
   stage "tests under ASan + UBSan"
+  check_ctest_entries build-asan
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure -j "$jobs"
+    ctest --test-dir build-asan --output-on-failure -j "$jobs" --output-junit ctest-junit.xml
+  count_results build-asan/ctest-junit.xml
 fi
 
 if [ "${CANOPY_SKIP_FUZZ:-0}" != 1 ]; then

@@ -163,7 +163,7 @@ TEST_CASE("submit prints the task and exits 0 while it is queued", "[cli]") {
                    " 4  fill  fill    chip0  queued     -\n");
 }
 
-TEST_CASE("wait prints the finished task; a failed one exits 1", "[cli]") {
+TEST_CASE("wait prints the finished task and exits 1 for a failed one", "[cli]") {
     FakeDaemon done([](const json&) { return ok({{"task", task("a", 5, "completed")}}); });
     const CliRun r = run({"wait", "5", "--json"}, done.socket_path());
     CHECK(r.rc == 0);

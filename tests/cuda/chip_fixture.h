@@ -4,13 +4,14 @@
 // test process (a process forked after its parent initialized CUDA cannot use CUDA, and the supervisor's
 // zygote is forked from the test process).
 //
-// [gpu] tests call REQUIRE_GPUS(n) first: on a machine with fewer than n GPUs (or no driver) they WARN and
-// return, so the suite passes there and runs in full on a GPU machine.
+// [gpu] tests call REQUIRE_GPUS(n) first: on a machine with fewer than n GPUs (or no driver) they end through
+// CANOPY_SKIP (tests/skip.h), so ctest reports them skipped there; they run in full on a GPU machine.
 
 #include "daemon/supervisor.h"
 #include "ipc/mapped_region.h"
 #include "ipc/sys_error.h"
 #include "tests/cuda/gpu_probe.h"
+#include "tests/skip.h"
 
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -32,10 +33,9 @@ namespace canopy::testing {
     do {                                                                                                               \
         const auto& probe_ = ::canopy::testing::gpu_probe();                                                           \
         if (probe_.devices < (n)) {                                                                                    \
-            WARN("skipped: needs " << (n) << " GPU(s); "                                                               \
-                                   << (probe_.devices < 0 ? "no CUDA driver: " + probe_.why                            \
-                                                          : std::to_string(probe_.devices) + " visible"));             \
-            return;                                                                                                    \
+            CANOPY_SKIP("needs " << (n) << " GPU(s); "                                                                 \
+                                 << (probe_.devices < 0 ? "no CUDA driver: " + probe_.why                              \
+                                                        : std::to_string(probe_.devices) + " visible"));               \
         }                                                                                                              \
     } while (0)
 
@@ -145,6 +145,21 @@ inline bool wait_running(const daemon::Supervisor& sup, const std::string& path,
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     return false;
+}
+
+// Waits (polling, as above) until `path` is RUNNING under a pid other than `before`, and returns that pid;
+// FAILs after 30 s.
+inline pid_t wait_restarted(const daemon::Supervisor& sup, const std::string& path, pid_t before) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+        const auto w = status_of(sup, path);
+        if (w && w->state == daemon::WorkerState::RUNNING && w->pid > 0 && w->pid != before) {
+            return w->pid;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    FAIL(path << " did not come back");
+    return -1;
 }
 
 } // namespace canopy::testing

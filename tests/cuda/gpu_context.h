@@ -1,19 +1,21 @@
 #pragma once
 // The GPU of the in-process CUDA tests (test_cuda): the process-wide driver and device 0's primary context,
-// made current on every use. REQUIRE_GPU(g) declares `g` or, where there is no driver or device, WARNs and
-// returns from the test. A process that uses this must never fork a process that uses CUDA.
+// made current on every use. REQUIRE_GPU(g) declares `g` or, where there is no driver or device, ends the test
+// through CANOPY_SKIP (tests/skip.h), which ctest reports as skipped. A process that uses this must never fork a
+// process that uses CUDA.
 //
 // Thread safety: the tests run on one thread.
 
 #include "cuda/context.h"
 #include "cuda/driver.h"
+#include "tests/skip.h"
 
 #include <catch2/catch.hpp>
 #include <optional>
 
 namespace canopy::testing {
 
-// The process-wide driver and device 0's context, or nullptr (with a WARN) where there is none.
+// The process-wide driver and device 0's context, or nullptr where there is none.
 struct Gpu {
     const cuda::Driver* driver = nullptr;
     std::optional<cuda::PrimaryContext> context;
@@ -42,8 +44,7 @@ inline Gpu* gpu() {
 #define REQUIRE_GPU(g)                                                                                                 \
     ::canopy::testing::Gpu* g = ::canopy::testing::gpu();                                                              \
     if (g == nullptr) {                                                                                                \
-        WARN("skipped: no CUDA driver or device here");                                                                \
-        return;                                                                                                        \
+        CANOPY_SKIP("no CUDA driver or device here");                                                                  \
     }
 
 } // namespace canopy::testing

@@ -18,20 +18,6 @@ TensorArg view(const BufferDescriptor& d, DataType dtype, std::uint32_t n, Tenso
     return {make_tensor(d, dtype, {n}), tag};
 }
 
-// Waits until `path` runs again under a new pid.
-pid_t wait_restarted(const Supervisor& sup, const std::string& path, pid_t before) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (std::chrono::steady_clock::now() < deadline) {
-        const auto w = status_of(sup, path);
-        if (w && w->state == WorkerState::RUNNING && w->pid > 0 && w->pid != before) {
-            return w->pid;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    FAIL(path << " did not come back");
-    return -1;
-}
-
 // After a fault on /chip0: the restarted cuda chip and the sim chip both serve, and buffer `b` (filled with
 // 7.0f on all `n` floats before the fault) still holds its contents.
 void check_recovered(Supervisor& sup, const BufferDescriptor& b, const ipc::MappedRegion& host, std::uint32_t n) {
@@ -50,7 +36,7 @@ void check_recovered(Supervisor& sup, const BufferDescriptor& b, const ipc::Mapp
 
 } // namespace
 
-TEST_CASE("illegal_address through a supervisor restarts only the cuda chip; buffers and the sim chip carry on",
+TEST_CASE("illegal_address through a supervisor restarts only the cuda chip while buffers and the sim chip carry on",
           "[cuda][chip][gpu][fault]") {
     REQUIRE_GPUS(1);
     TempDir state;

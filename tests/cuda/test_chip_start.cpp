@@ -9,6 +9,7 @@
 #include "worker/cuda/fatbin.h"
 
 #include <catch2/catch.hpp>
+#include <csignal>
 
 using namespace canopy;
 using namespace canopy::testing;
@@ -67,8 +68,13 @@ TEST_CASE("a cuda chip without a usable driver is fatal, named, dead without res
     check_fatal_text(error);
     CHECK(error.find("/sub0") == std::string::npos);
 
-    // Dead, and it stays dead: no restart loop.
-    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    // Dead, and it stays dead: no restart is pending. The supervisor schedules a restart when it handles an
+    // exit, one back-off later (10 ms here for either child), and restarts come due in time order; so once
+    // /sub0, killed after /chip0's death, is running again, a restart of /chip0 would have come first.
+    const pid_t sub_pid = status_of(*sup, "/sub0")->pid;
+    REQUIRE(sub_pid > 0);
+    REQUIRE(::kill(sub_pid, SIGKILL) == 0);
+    (void)wait_restarted(*sup, "/sub0", sub_pid);
     const auto chip = status_of(*sup, "/chip0");
     REQUIRE(chip);
     CHECK(chip->state == WorkerState::DEAD);

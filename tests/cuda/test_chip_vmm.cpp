@@ -46,15 +46,7 @@ void kill_and_wait(daemon::Supervisor& sup, const std::string& path) {
     REQUIRE(before);
     REQUIRE(before->pid > 0);
     REQUIRE(::kill(before->pid, SIGKILL) == 0);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    for (;;) {
-        const auto now = status_of(sup, path);
-        if (now && now->pid > 0 && now->pid != before->pid && now->state == daemon::WorkerState::RUNNING) {
-            return;
-        }
-        REQUIRE(std::chrono::steady_clock::now() < deadline);
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    (void)wait_restarted(sup, path, before->pid);
 }
 
 } // namespace
@@ -154,9 +146,10 @@ TEST_CASE("two GPUs: a chip imports the other GPU's cuda_vmm buffer over peer ac
     const auto r =
         sup.run(task("scale", "chip1", {t(d, TensorTag::INOUT, DataType::FLOAT32, {4096})}, {ScalarArg::f32(2)}));
     if (r.code == ErrorCode::UNREACHABLE_BUFFER) {
-        // Hardware without peer access between the two GPUs: refused by name, never a wrong access.
+        // Hardware without peer access between the two GPUs: refused by name, never a wrong access; the reads
+        // and writes this test is about cannot happen there.
         CHECK_THAT(r.message, Catch::Contains("no peer access"));
-        return;
+        CANOPY_SKIP("no peer access between GPU 0 and GPU 1 (the refusal was checked)");
     }
     INFO(r.message);
     REQUIRE(r.code == ErrorCode::OK);

@@ -8,6 +8,7 @@
 #include "worker/kernels/detail/strided.h"
 #include "worker/kernels/half.h"
 
+#include <algorithm>
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -70,12 +71,13 @@ TEST_CASE("device narrowing to float16 and bfloat16 equals the CPU's for edge an
         values.push_back(
             std::ldexp(std::uniform_real_distribution<double>(-1, 1)(rng), static_cast<int>(rng() % 300) - 150));
     }
-    for (double v : values) {
-        if (cuda_math::narrow16<cuda_math::Float16Format>(v) != kernels::double_to_float16(v) ||
-            cuda_math::narrow16<cuda_math::BFloat16Format>(v) != kernels::double_to_bfloat16(v)) {
-            FAIL("differs for " << std::hexfloat << v);
-        }
-    }
+    const auto differs = [](double v) {
+        return cuda_math::narrow16<cuda_math::Float16Format>(v) != kernels::double_to_float16(v) ||
+               cuda_math::narrow16<cuda_math::BFloat16Format>(v) != kernels::double_to_bfloat16(v);
+    };
+    const auto first = std::find_if(values.begin(), values.end(), differs);
+    INFO("the first that differs: " << std::hexfloat << (first == values.end() ? 0.0 : *first));
+    CHECK(first == values.end());
 }
 
 TEST_CASE("device widening of float16 and bfloat16 equals the CPU's for every bit pattern", "[cuda]") {

@@ -293,6 +293,10 @@ json RawClient::request(const json& body) {
     return *reply;
 }
 
+void RawClient::close_write() {
+    ::shutdown(fd_, SHUT_WR);
+}
+
 bool RawClient::closed_by_peer(std::chrono::milliseconds limit) {
     pollfd pfd{fd_, POLLIN, 0};
     if (::poll(&pfd, 1, static_cast<int>(limit.count())) <= 0) {
@@ -301,6 +305,21 @@ bool RawClient::closed_by_peer(std::chrono::milliseconds limit) {
     char c;
     const ssize_t n = ::recv(fd_, &c, 1, MSG_PEEK);
     return n == 0 || (n < 0 && errno == ECONNRESET); // a reset: closed with bytes of ours still unread
+}
+
+std::string wait_task_started(const Daemon& d, const std::string& name, std::chrono::milliseconds limit) {
+    RawClient c(d.socket());
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+        const json listing = c.request({{"op", "tasks"}});
+        for (const auto& t : listing.at("tasks")) {
+            if (t.at("name") == name && t.at("state") != "queued") {
+                return t.at("state").get<std::string>();
+            }
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return "";
 }
 
 } // namespace canopy::e2e

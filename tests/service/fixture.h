@@ -76,6 +76,8 @@ public:
     ~RawClient();
     void send_bytes(const std::string& bytes);
     void send_frame(const std::string& body);
+    // Ends this side of the stream (shutdown SHUT_WR): the daemon reads end-of-file; replies can still be read.
+    void close_write();
     // The next reply frame's JSON; nullopt when the daemon closed the connection.
     std::optional<nlohmann::json> read_reply(std::chrono::milliseconds limit = std::chrono::milliseconds(5000));
     nlohmann::json request(const nlohmann::json& body); // send_frame + read_reply (throws on close)
@@ -85,5 +87,11 @@ public:
 private:
     int fd_ = -1;
 };
+
+// Polls `tasks` (test set-up, not a dispatch path) until the task named `name` has started; returns its state
+// then ("running", or "completed"/"failed" when it finished between two polls), or "" when it has not started
+// within `limit`.
+std::string wait_task_started(const Daemon& d, const std::string& name,
+                              std::chrono::milliseconds limit = std::chrono::milliseconds(10000));
 
 } // namespace canopy::e2e

@@ -5,6 +5,7 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <time.h>
 
 namespace canopy::e2e {
 
@@ -143,6 +144,12 @@ bool ran_concurrently(const json& a, const json& b) {
     const auto b_start = b.at("start_ns").get<std::uint64_t>();
     const auto b_end = b.at("end_ns").get<std::uint64_t>();
     return std::max(a_start, b_start) <= std::min(a_end, b_end);
+}
+
+std::uint64_t monotonic_now_ns() {
+    timespec now{};
+    ::clock_gettime(CLOCK_MONOTONIC, &now);
+    return static_cast<std::uint64_t>(now.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(now.tv_nsec);
 }
 
 } // namespace canopy::e2e

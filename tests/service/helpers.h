@@ -49,4 +49,7 @@ bool has_row(const std::string& table, const std::vector<std::string>& cells);
 // True when the closed intervals [start_ns, end_ns] of two finished tasks intersect.
 bool ran_concurrently(const nlohmann::json& a, const nlohmann::json& b);
 
+// CLOCK_MONOTONIC now, in nanoseconds: the clock of a task's start_ns and end_ns, one for every process of the host.
+std::uint64_t monotonic_now_ns();
+
 } // namespace canopy::e2e

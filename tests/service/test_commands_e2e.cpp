@@ -5,7 +5,6 @@
 
 #include <catch2/catch.hpp>
 #include <cstring>
-#include <thread>
 
 using namespace canopy::e2e;
 using nlohmann::json;
@@ -290,18 +289,24 @@ TEST_CASE("buffer write and read --json name the buffer as documented", "[servic
 TEST_CASE("releasing a buffer does not count as a task done by any worker", "[service]") {
     Daemon d(e2e_config(2, 2));
     const std::string id = d.create_buffer(4096);
-    const auto before = tasks_done_sum(d.cli_json({"status"}));
+    const json status = d.cli_json({"status"});
+    const auto before = tasks_done_sum(status);
     REQUIRE(d.cli({"buffer", "release", id}).rc == 0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(300)); // the workers have seen the release
-    CHECK(tasks_done_sum(d.cli_json({"status"})) == before);
+    // Each worker takes the release before any later task (one queue per worker, run in order), so once one
+    // task has finished on every worker, each has handled the release and only those tasks count.
+    for (const auto& w : status.at("workers")) {
+        REQUIRE(d.cli({"submit", "sleep_ms", "--on", w.at("path").get<std::string>(), "--scalar", "int64:0", "--wait"})
+                    .rc == 0);
+    }
+    CHECK(tasks_done_sum(d.cli_json({"status"})) == before + status.at("workers").size());
 }
 
 TEST_CASE("a client waiting for a task when shutdown arrives gets the drained task's final state", "[service]") {
     Daemon d(e2e_config(1, 1));
     RawClient waiter(d.socket());
     waiter.send_frame(
-        json{{"op", "submit"}, {"id", 1}, {"wait", true}, {"task", sleep_task("drained", "sub0", 500)}}.dump());
-    std::this_thread::sleep_for(std::chrono::milliseconds(100)); // the task is running
+        json{{"op", "submit"}, {"id", 1}, {"wait", true}, {"task", sleep_task("drained", "sub0", 1000)}}.dump());
+    REQUIRE(wait_task_started(d, "drained") == "running");
     REQUIRE(d.cli({"shutdown"}).rc == 0);
     const auto reply = waiter.read_reply(std::chrono::milliseconds(10000));
     CHECK(d.wait_exit(std::chrono::seconds(15)) == std::optional<int>(0));

@@ -5,7 +5,6 @@
 #include "helpers.h"
 
 #include <catch2/catch.hpp>
-#include <thread>
 
 using namespace canopy::e2e;
 using nlohmann::json;
@@ -146,8 +145,9 @@ TEST_CASE("a truncated frame from a client that goes away leaves the daemon serv
     {
         RawClient gone(d.socket());
         gone.send_bytes(length_prefix(100) + "0123456789");
+        gone.close_write();
+        REQUIRE(gone.closed_by_peer()); // the daemon has read the end of the stream and dropped the connection
     }
-    std::this_thread::sleep_for(50ms);
     CHECK(other.request({{"op", "status"}}).at("ok") == true);
     check_serving(d);
 }
@@ -165,9 +165,9 @@ TEST_CASE("a client stalled mid-frame does not delay another client's request", 
     REQUIRE(reply.has_value());
     CHECK(reply->at("id") == "quick");
     CHECK(std::chrono::steady_clock::now() - start < 2s);
-    CHECK_FALSE(slow.read_reply(100ms).has_value()); // still waiting for the rest of its frame
 
-    // The stalled frame completes and is answered normally.
+    // The stalled frame completes and is answered normally, and that answer is the first frame on its connection:
+    // nothing was sent for the half frame (an early reply would be read here instead, without the id "slow").
     slow.send_bytes(body.substr(body.size() / 2));
     const auto late = slow.read_reply();
     REQUIRE(late.has_value());
@@ -193,7 +193,7 @@ TEST_CASE("bad clients do not disturb a good client's running task", "[service]"
     Daemon d(e2e_config(2, 2));
     RawClient good(d.socket());
     good.send_frame(submit_sleep("chip0", 1500, true, 1).dump());
-    std::this_thread::sleep_for(100ms); // the task is running before the bad clients start
+    REQUIRE(wait_task_started(d, "sleep") == "running"); // before the bad clients start
 
     RawClient stalled(d.socket());
     stalled.send_bytes(length_prefix(64) + "{\"op\": \"sta");
@@ -238,17 +238,19 @@ TEST_CASE("a device buffer waiting for its busy chip does not hold up other clie
     Daemon d(e2e_config(2, 2));
     RawClient busy(d.socket());
     busy.send_frame(submit_sleep("chip0", 1500, true, 1).dump());
-    std::this_thread::sleep_for(100ms); // chip0 runs the sleep
+    REQUIRE(wait_task_started(d, "sleep") == "running");
     // chip0 makes the buffer after its queued sleep: the reply waits for it.
     RawClient creator(d.socket());
     creator.send_frame(
         json{{"op", "buffer.create"}, {"id", 2}, {"bytes", 4096}, {"backend", "vmm"}, {"on", "chip0"}}.dump());
-    // Meanwhile another client is served, and its reply comes while the creation still waits.
+    // Meanwhile another client is served, and its reply comes while the creation still waits: before the sleep
+    // ends (start_ns and end_ns are CLOCK_MONOTONIC, as is monotonic_now_ns()).
     RawClient other(d.socket());
     const json status = other.request({{"op", "status"}});
+    const auto served_ns = monotonic_now_ns();
     CHECK(status.at("ok") == true);
-    CHECK_FALSE(creator.read_reply(0ms).has_value());
     const auto created = creator.read_reply(5000ms);
+    const auto created_ns = monotonic_now_ns();
     REQUIRE(created.has_value());
     INFO(created->dump());
     CHECK(created->at("id") == 2);
@@ -256,6 +258,9 @@ TEST_CASE("a device buffer waiting for its busy chip does not hold up other clie
     const auto slept = busy.read_reply(5000ms);
     REQUIRE(slept.has_value());
     CHECK(slept->at("task").at("state") == "completed");
+    const auto slept_end_ns = slept->at("task").at("end_ns").get<std::uint64_t>();
+    CHECK(served_ns < slept_end_ns);
+    CHECK(created_ns > slept_end_ns);
 }
 
 TEST_CASE("frames sent in one write, and one frame sent a byte at a time, are each answered in order", "[service]") {

@@ -73,7 +73,7 @@ TEST_CASE("an image over the control frame limit fails in the CLI naming the lim
     CHECK(d.cli({"status"}).rc == 0); // the daemon serves on
 }
 
-TEST_CASE("module tasks on sim chips and subs are UNKNOWN_KERNEL; bad params or launch are BAD_REQUEST",
+TEST_CASE("module tasks on sim chips and subs are UNKNOWN_KERNEL and bad params or launch are BAD_REQUEST",
           "[service][module]") {
     Daemon d(e2e_config(1, 1));
     TempDir files;
