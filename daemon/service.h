@@ -14,6 +14,7 @@
 #include "daemon/control_server.h"
 #include "daemon/json_codec.h"
 #include "daemon/metrics.h"
+#include "daemon/metrics_listener.h"
 #include "daemon/supervisor.h"
 #include "daemon/task_book.h"
 #include "scheduler/scheduler.h"
@@ -86,7 +87,6 @@ private:
     void finish_when_closed(std::chrono::steady_clock::time_point deadline);
     static constexpr std::chrono::seconds CLOSE_GRACE{2};
     void start_metrics_listener();
-    void accept_metrics();
     void schedule_watchdog();
 
     config::Config config_;
@@ -111,7 +111,7 @@ private:
     std::mutex results_mu_; // guards results_; taken alone
     std::vector<std::pair<std::uint64_t, TaskResult>> results_;
 
-    std::unique_ptr<boost::asio::ip::tcp::acceptor> metrics_acceptor_;
+    std::unique_ptr<MetricsListener> metrics_listener_;
     std::unique_ptr<boost::asio::steady_timer> watchdog_;
     boost::asio::signal_set signals_;
     std::thread stopper_;
