@@ -92,9 +92,10 @@ private:
     config::Config config_;
     std::shared_ptr<spdlog::logger> log_;
     Supervisor supervisor_;
-    // Requests that wait on workers without a task of their own (device buffer creation) run here, so that
-    // the control thread keeps serving every other client meanwhile. Created after the supervisor, whose
-    // constructor forks the zygote from a single-threaded process.
+    // Requests that wait on workers without a task of their own (device buffer creation) or reserve much
+    // memory (shm buffers from SLOW_CREATE_BYTES up, service_handlers.cpp) run here, so that the control
+    // thread keeps serving every other client meanwhile. Created after the supervisor, whose constructor
+    // forks the zygote from a single-threaded process.
     boost::asio::thread_pool slow_{1};
     boost::asio::io_context io_;
     ControlServer control_;

@@ -1,0 +1,89 @@
+// The daemon's limits end to end (docs/control-protocol.md "Limits"): buffers larger than the free space
+// of /dev/shm. Each refusal is checked by its exact error, and the daemon keeps serving.
+
+#include "fixture.h"
+#include "helpers.h"
+#include "probes.h"
+
+#include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <filesystem>
+#include <poll.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace canopy::e2e;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Gives the calling process a private mount namespace with a tmpfs of `bytes` on /dev/shm.
+std::function<bool()> small_dev_shm(std::uint64_t bytes) {
+    return [bytes] {
+        const std::string options = "size=" + std::to_string(bytes);
+        return ::unshare(CLONE_NEWNS) == 0 && ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
+               ::mount("tmpfs", "/dev/shm", "tmpfs", 0, options.c_str()) == 0;
+    };
+}
+
+json create_request(std::uint64_t bytes) {
+    return {{"op", "buffer.create"}, {"id", "create"}, {"bytes", bytes}, {"backend", "shm"}};
+}
+
+void check_refused(const json& reply, const std::string& message) {
+    INFO(reply.dump());
+    CHECK(reply.at("ok") == false);
+    CHECK(reply.at("error").at("code") == "BAD_REQUEST");
+    CHECK(reply.at("error").at("message") == message);
+}
+
+std::vector<std::string> files_in(const std::filesystem::path& dir) {
+    std::vector<std::string> names;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+        names.push_back(entry.path().filename().string());
+    }
+    return names;
+}
+
+} // namespace
+
+TEST_CASE("a shm buffer larger than the free space of /dev/shm is refused by name and leaves nothing behind",
+          "[service][limits]") {
+    if (::geteuid() != 0) {
+        WARN("skipped: needs root to mount a small tmpfs over /dev/shm in a private mount namespace");
+        return;
+    }
+    constexpr std::uint64_t MIB = 1024 * 1024;
+    Daemon d(e2e_config(1, 1), {}, small_dev_shm(16 * MIB));
+    const std::filesystem::path shm = "/proc/" + std::to_string(d.pid()) + "/root/dev/shm"; // the daemon's view
+    RawClient c(d.socket());
+    check_refused(c.request(create_request(64 * MIB)),
+                  "buffer create: /dev/shm has no room for 67108864 bytes (posix_fallocate: No space left on device)");
+    CHECK(files_in(shm).empty());
+    CHECK(files_in(d.dir() / "state" / "journal").empty());
+
+    // What fits is created, reserved and usable.
+    const std::string id = d.create_buffer(4 * MIB);
+    const std::string data = pattern_bytes(4 * MIB, 3);
+    const std::string in = write_file(d.dir(), "in.bin", data);
+    REQUIRE(d.cli({"buffer", "write", id, "--from", in}).rc == 0);
+    const std::string out = (d.dir() / "out.bin").string();
+    REQUIRE(d.cli({"buffer", "read", id, "--to", out}).rc == 0);
+    CHECK(read_file(out) == data);
+    CHECK(files_in(shm).size() == 1);
+
+    // 4 MiB of 16 are reserved: 14 MiB more do not fit.
+    const auto cli = d.cli({"buffer", "create", "--bytes", std::to_string(14 * MIB), "--json"});
+    CHECK(cli.rc == 1);
+    CHECK(error_code_of(cli.json()) == "BAD_REQUEST");
+    CHECK(error_message_of(cli.json()) ==
+          "buffer create: /dev/shm has no room for 14680064 bytes (posix_fallocate: No space left on device)");
+    CHECK(files_in(shm).size() == 1);
+    CHECK(files_in(d.dir() / "state" / "journal").size() == 1);
+    CHECK(d.cli({"status"}).rc == 0);
+}
