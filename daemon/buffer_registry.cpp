@@ -17,6 +17,13 @@ namespace {
 // Buffer ids stay below 2^32 so derived shm names fit in 31 bytes.
 constexpr std::uint32_t MAX_SLOTS = 1u << 20;
 
+void check_size(std::uint64_t nbytes) {
+    if (nbytes > MAX_BUFFER_BYTES) {
+        throw BufferCreateError("buffer create: " + std::to_string(nbytes) + " bytes is over the limit of " +
+                                std::to_string(MAX_BUFFER_BYTES) + " bytes (2^48) per buffer");
+    }
+}
+
 // The message of a failed system call during a creation; running out of file descriptors says so.
 std::string system_failure(int err, const std::string& call) {
     if (err == EMFILE || err == ENFILE) {
@@ -65,6 +72,7 @@ CanonicalIdentity BufferRegistry::mint_locked() {
 }
 
 BufferDescriptor BufferRegistry::create_posix_shm(std::uint64_t nbytes, Access access, const std::string& creator) {
+    check_size(nbytes);
     CanonicalIdentity id{};
     BufferDescriptor d;
     std::string name;
@@ -129,6 +137,7 @@ void BufferRegistry::make_shm_object(const std::string& name, std::uint64_t nbyt
 
 BufferDescriptor BufferRegistry::begin_vmm(Backend backend, std::uint64_t nbytes, Access access, std::uint32_t device,
                                            std::vector<std::string> world, const std::string& creator) {
+    check_size(nbytes);
     std::lock_guard lock(mu_);
     const CanonicalIdentity id = mint_locked();
     try {

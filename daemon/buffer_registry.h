@@ -12,7 +12,8 @@
 // abort_vmm() retires the identity. The registry holds the fds, hands duplicates to consumers, and closes
 // them on release (the memory goes away once no consumer maps it any more).
 //
-// A creation that fails leaves nothing behind: no object, no journal entry, no slot.
+// No buffer is larger than MAX_BUFFER_BYTES. A creation that fails leaves nothing behind: no object, no
+// journal entry, no slot.
 //
 // Thread safety: every public method is safe from any thread (one internal mutex, not held while a
 // POSIX shm object is created).
@@ -36,8 +37,11 @@ namespace canopy::daemon {
 
 enum class BufferLookup { LIVE, STALE, UNKNOWN };
 
-// A buffer the registry could not create: no room in /dev/shm, no file descriptor left. what() starts
-// "buffer create: " and names the size or the cause, e.g. "buffer create: /dev/shm has no room for
+// The largest buffer of any backend: 2^48 bytes (256 TiB), past the memory of any host or device.
+inline constexpr std::uint64_t MAX_BUFFER_BYTES = std::uint64_t{1} << 48;
+
+// A buffer the registry could not create: too large, no room in /dev/shm, no file descriptor left. what()
+// starts "buffer create: " and names the size or the cause, e.g. "buffer create: /dev/shm has no room for
 // 1073741824 bytes (posix_fallocate: No space left on device)". The service answers it BAD_REQUEST.
 class BufferCreateError : public std::runtime_error {
 public:
@@ -66,7 +70,7 @@ public:
     // Mints the identity of a device buffer (SIM_VMM or CUDA_VMM) of `device` and records its creation as
     // pending: one fd is expected from `creator` (a chip path), or for a symmetric buffer one per chip of
     // `world` (rank order; the descriptor names the device of rank 0). The identity is not live until
-    // commit_vmm().
+    // commit_vmm(). Throws BufferCreateError for nbytes over MAX_BUFFER_BYTES.
     BufferDescriptor begin_vmm(Backend backend, std::uint64_t nbytes, Access access, std::uint32_t device,
                                std::vector<std::string> world, const std::string& creator);
     // Takes the fd of rank `rank` (NOT_SYMMETRIC for a plain buffer) of a pending creation from the child

@@ -1,5 +1,5 @@
-// The registry's limits on creating a buffer: the space of /dev/shm reserved up front, and a creation that
-// finds no file descriptor left. Each failure names its cause and leaves nothing behind.
+// The registry's limits on creating a buffer: the size limit, the space of /dev/shm reserved up front, and
+// a creation that finds no file descriptor left. Each failure names its cause and leaves nothing behind.
 
 #include "daemon/buffer_registry.h"
 #include "fixture.h"
@@ -62,6 +62,27 @@ std::string creation_failure(BufferRegistry& registry, std::uint64_t nbytes) {
 }
 
 } // namespace
+
+TEST_CASE("buffers over 2^48 bytes are refused by name before anything is made", "[daemon][buffers][limits]") {
+    TempDir state;
+    BufferRegistry registry(state.path / "journal");
+    CHECK(daemon::MAX_BUFFER_BYTES == std::uint64_t{1} << 48);
+    CHECK(creation_failure(registry, std::uint64_t{1} << 62) ==
+          "buffer create: 4611686018427387904 bytes is over the limit of 281474976710656 bytes (2^48) per buffer");
+    CHECK(creation_failure(registry, daemon::MAX_BUFFER_BYTES + 1) ==
+          "buffer create: 281474976710657 bytes is over the limit of 281474976710656 bytes (2^48) per buffer");
+    CHECK_THROWS_WITH(registry.begin_vmm(Backend::SIM_VMM, std::uint64_t{1} << 62, Access::READWRITE, 0, {}, "/chip0"),
+                      "buffer create: 4611686018427387904 bytes is over the limit of 281474976710656 bytes (2^48) "
+                      "per buffer");
+    CHECK_THROWS_AS(registry.begin_vmm(Backend::CUDA_VMM, daemon::MAX_BUFFER_BYTES + 1, Access::READWRITE, 0,
+                                       {"/chip0", "/chip1"}, "/"),
+                    BufferCreateError);
+    CHECK(registry.journal().entries().empty());
+    // No identity was spent on them.
+    const auto d = registry.create_posix_shm(4096, Access::READWRITE, "/");
+    CHECK(d.identity.buffer_id == 1);
+    CHECK(d.identity.generation == 1);
+}
 
 TEST_CASE("a shm buffer's pages are reserved when it is created", "[daemon][buffers][limits]") {
     TempDir state;

@@ -1,5 +1,6 @@
-// The daemon's limits end to end (docs/control-protocol.md "Limits"): buffers larger than the free space
-// of /dev/shm. Each refusal is checked by its exact error, and the daemon keeps serving.
+// The daemon's limits end to end (docs/control-protocol.md "Limits"): buffers over the size limit and
+// larger than the free space of /dev/shm. Each refusal is checked by its exact error, and the daemon keeps
+// serving.
 
 #include "fixture.h"
 #include "helpers.h"
@@ -31,8 +32,14 @@ std::function<bool()> small_dev_shm(std::uint64_t bytes) {
     };
 }
 
-json create_request(std::uint64_t bytes) {
-    return {{"op", "buffer.create"}, {"id", "create"}, {"bytes", bytes}, {"backend", "shm"}};
+json create_request(std::uint64_t bytes, const std::string& backend = "shm") {
+    json request = {{"op", "buffer.create"}, {"id", "create"}, {"bytes", bytes}, {"backend", backend}};
+    if (backend == "vmm") {
+        request["on"] = "chip0";
+    } else if (backend == "symmetric") {
+        request["world"] = {"chip0", "chip1"};
+    }
+    return request;
 }
 
 void check_refused(const json& reply, const std::string& message) {
@@ -52,6 +59,24 @@ std::vector<std::string> files_in(const std::filesystem::path& dir) {
 
 } // namespace
 
+TEST_CASE("a buffer over 2^48 bytes is refused with BAD_REQUEST naming the size and the limit, for every backend",
+          "[service][limits]") {
+    Daemon d(e2e_config(2, 1));
+    RawClient c(d.socket());
+    constexpr std::uint64_t HUGE_SIZE = std::uint64_t{1} << 62;
+    for (const std::string backend : {"shm", "vmm", "symmetric"}) {
+        INFO(backend);
+        check_refused(c.request(create_request(HUGE_SIZE, backend)),
+                      "buffer create: 4611686018427387904 bytes is over the limit of 281474976710656 bytes (2^48) "
+                      "per buffer");
+    }
+    const auto cli = d.cli({"buffer", "create", "--bytes", std::to_string(HUGE_SIZE), "--json"});
+    CHECK(cli.rc == 1);
+    CHECK(error_code_of(cli.json()) == "BAD_REQUEST");
+    CHECK(c.request(create_request(4096, "vmm")).at("ok") == true);
+    CHECK(d.cli({"status"}).rc == 0);
+}
+
 TEST_CASE("a shm buffer larger than the free space of /dev/shm is refused by name and leaves nothing behind",
           "[service][limits]") {
     if (::geteuid() != 0) {
@@ -66,6 +91,10 @@ TEST_CASE("a shm buffer larger than the free space of /dev/shm is refused by nam
                   "buffer create: /dev/shm has no room for 67108864 bytes (posix_fallocate: No space left on device)");
     CHECK(files_in(shm).empty());
     CHECK(files_in(d.dir() / "state" / "journal").empty());
+    // The size limit itself passes the size check; /dev/shm has no room for it either.
+    check_refused(c.request(create_request(std::uint64_t{1} << 48)),
+                  "buffer create: /dev/shm has no room for 281474976710656 bytes (posix_fallocate: No space left on "
+                  "device)");
 
     // What fits is created, reserved and usable.
     const std::string id = d.create_buffer(4 * MIB);
