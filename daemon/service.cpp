@@ -16,12 +16,14 @@ SupervisorOptions service_options(const config::Config& config) {
 
 Service::Service(const config::Config& config, std::shared_ptr<spdlog::logger> log)
     : config_(config), log_(std::move(log)), supervisor_(service_options(config)),
-      control_(io_,
-               ControlOptions{config.control.socket, config.control.allow_uids, config.control.allow_gids,
-                              config.control.max_frame_bytes},
-               [this](const nlohmann::json& request, const Peer& peer, Reply reply) {
-                   handle(request, peer, std::move(reply));
-               }),
+      control_(
+          io_,
+          ControlOptions{config.control.socket, config.control.allow_uids, config.control.allow_gids,
+                         config.control.max_frame_bytes},
+          [this](const nlohmann::json& request, const Peer& peer, Reply reply) {
+              handle(request, peer, std::move(reply));
+          },
+          log_),
       signals_(io_, SIGTERM, SIGINT) {}
 
 Service::~Service() {

@@ -1,6 +1,6 @@
-// The daemon's limits end to end (docs/control-protocol.md "Limits"): buffers over the size limit and
-// larger than the free space of /dev/shm. Each refusal is checked by its exact error, and the daemon keeps
-// serving.
+// The daemon's limits end to end (docs/control-protocol.md "Limits"): running out of file descriptors,
+// buffers over the size limit and larger than the free space of /dev/shm. Each refusal is checked by its
+// exact error, and the daemon keeps serving.
 
 #include "fixture.h"
 #include "helpers.h"
@@ -23,6 +23,16 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// Lowers the soft limit of file descriptors of the calling process to `n`.
+std::function<bool()> fd_limit(rlim_t n) {
+    return [n] {
+        rlimit limit{};
+        ::getrlimit(RLIMIT_NOFILE, &limit);
+        limit.rlim_cur = n;
+        return ::setrlimit(RLIMIT_NOFILE, &limit) == 0;
+    };
+}
+
 // Gives the calling process a private mount namespace with a tmpfs of `bytes` on /dev/shm.
 std::function<bool()> small_dev_shm(std::uint64_t bytes) {
     return [bytes] {
@@ -30,6 +40,28 @@ std::function<bool()> small_dev_shm(std::uint64_t bytes) {
         return ::unshare(CLONE_NEWNS) == 0 && ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
                ::mount("tmpfs", "/dev/shm", "tmpfs", 0, options.c_str()) == 0;
     };
+}
+
+// Lines of the daemon's log that contain `part`.
+std::size_t log_count(const Daemon& d, const std::string& part) {
+    const std::string log = d.log();
+    std::size_t n = 0;
+    for (auto at = log.find(part); at != std::string::npos; at = log.find(part, at + 1)) {
+        ++n;
+    }
+    return n;
+}
+
+// Waits up to `limit` for the daemon's log to hold `part`.
+bool wait_for_log(const Daemon& d, const std::string& part, std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (log_count(d, part) == 0) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            return false;
+        }
+        std::this_thread::sleep_for(20ms);
+    }
+    return true;
 }
 
 json create_request(std::uint64_t bytes, const std::string& backend = "shm") {
@@ -58,6 +90,64 @@ std::vector<std::string> files_in(const std::filesystem::path& dir) {
 }
 
 } // namespace
+
+TEST_CASE("while accepts fail for want of file descriptors canopyd stays idle, fails a buffer create by name, "
+          "and serves again once descriptors are freed",
+          "[service][limits]") {
+    const int port = free_port();
+    json config = e2e_config(1, 1);
+    config["metrics"] = {{"listen", "127.0.0.1:" + std::to_string(port)}};
+    Daemon d(config, {}, fd_limit(96));
+    RawClient first(d.socket());
+    REQUIRE(first.request({{"op", "status"}}).at("ok") == true);
+
+    // More connections than the daemon has descriptors left: the rest wait in the listen backlog.
+    const std::size_t spare = 96 - std::min<std::size_t>(96, open_fds(d.pid()));
+    std::vector<std::unique_ptr<RawClient>> hogs;
+    for (std::size_t i = 0; i < spare + 40; ++i) {
+        hogs.push_back(std::make_unique<RawClient>(d.socket()));
+    }
+    REQUIRE(wait_for_log(d, "accept failed: Too many open files", 10s));
+    INFO(d.log());
+
+    // A metrics request waits in its listener's backlog meanwhile.
+    const int scrape = tcp_connect(port);
+    const std::string get = "GET /metrics HTTP/1.0\r\n\r\n";
+    REQUIRE(::send(scrape, get.data(), get.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(get.size()));
+
+    // The acceptors pause instead of spinning: well under a third of a core over a second.
+    const double cpu_before = cpu_seconds(d.pid());
+    const auto window_start = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(1s);
+    const double cpu = cpu_seconds(d.pid()) - cpu_before;
+    const double window = std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start).count();
+    CHECK(cpu < 0.3 * window);
+
+    // A request that needs a descriptor fails by name; the connection and the daemon carry on.
+    check_refused(first.request(create_request(4096)),
+                  "buffer create: no file descriptor left in canopyd (open(journal entry): Too many open files)");
+    CHECK(files_in(d.dir() / "state" / "journal").empty());
+    CHECK(first.request({{"op", "status"}}).at("ok") == true);
+
+    hogs.clear();
+    RawClient later(d.socket());
+    CHECK(later.request({{"op", "status"}, {"id", "later"}}).at("id") == "later");
+    const json created = first.request(create_request(4096));
+    CHECK(created.at("ok") == true);
+    CHECK(created.at("buffer").at("nbytes") == 4096);
+
+    pollfd pfd{scrape, POLLIN, 0};
+    REQUIRE(::poll(&pfd, 1, 5000) == 1);
+    char head[16] = {};
+    CHECK(::recv(scrape, head, sizeof head - 1, 0) > 0);
+    CHECK(std::string(head).rfind("HTTP/1.0 200 OK", 0) == 0);
+    ::close(scrape);
+
+    CHECK(log_count(d, "control socket " + d.socket() + ": accept failed: Too many open files") == 1);
+    CHECK(log_count(d, "control socket " + d.socket() + ": accepting again after") == 1);
+    CHECK(log_count(d, "metrics listener 127.0.0.1:" + std::to_string(port) + ": accept failed") == 1);
+    CHECK(log_count(d, "metrics listener 127.0.0.1:" + std::to_string(port) + ": accepting again after") == 1);
+}
 
 TEST_CASE("a buffer over 2^48 bytes is refused with BAD_REQUEST naming the size and the limit, for every backend",
           "[service][limits]") {
