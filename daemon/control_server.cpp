@@ -102,8 +102,10 @@ public:
     }
 
 private:
-    // Reads no further request while MAX_PENDING replies are owed.
-    bool paused() const noexcept { return pending_ >= MAX_PENDING; }
+    // Reads no further request while this many reply bytes wait to be written or for an earlier reply.
+    bool paused() const noexcept {
+        return pending_ >= MAX_PENDING || out_bytes_ + done_bytes_ >= server_.options_.limits.max_queued_reply_bytes;
+    }
 
     // Reads what the socket holds into in_ (one read can carry several frames, or part of one). At most
     // one read is outstanding, and none while paused() or the session is closing.
@@ -112,6 +114,12 @@ private:
             return;
         }
         if (paused()) {
+            if (!budget_logged_ && out_bytes_ + done_bytes_ >= server_.options_.limits.max_queued_reply_bytes) {
+                budget_logged_ = true;
+                server_.log_->debug("control: pid {} uid {} has {} bytes of replies queued; reading no further "
+                                    "request until it reads them",
+                                    peer_.pid, peer_.uid, out_bytes_ + done_bytes_);
+            }
             paused_ = true;
             return;
         }
@@ -260,8 +268,10 @@ private:
 
     // Stores a reply and writes every reply that is next in request order.
     void complete(std::uint64_t seq, std::string reply) {
+        done_bytes_ += reply.size();
         done_.emplace(seq, std::move(reply));
         while (!done_.empty() && done_.begin()->first == next_reply_) {
+            done_bytes_ -= done_.begin()->second.size();
             enqueue_now(done_.begin()->second);
             done_.erase(done_.begin());
             ++next_reply_;
@@ -272,6 +282,7 @@ private:
 
     void enqueue_now(const std::string& body) {
         out_.push_back(frame_of(body));
+        out_bytes_ += out_.back().size();
         if (!writing_) {
             write_next();
         }
@@ -294,8 +305,10 @@ private:
                                   self->close();
                                   return;
                               }
+                              self->out_bytes_ -= self->out_.front().size();
                               self->out_.pop_front();
                               self->write_next();
+                              self->resume(); // the reply budget may admit the next request
                           });
     }
 
@@ -316,7 +329,9 @@ private:
     std::size_t consumed_ = 0;
     bool resuming_ = false;
     std::deque<std::string> out_;               // frames to write, the front one being written
+    std::size_t out_bytes_ = 0;                 // bytes of out_
     std::map<std::uint64_t, std::string> done_; // serialized replies waiting for an earlier one
+    std::size_t done_bytes_ = 0;                // bytes of done_
     std::uint64_t next_request_ = 0;
     std::uint64_t next_reply_ = 0;
     std::size_t pending_ = 0;       // requests taken whose reply is not in out_ yet
@@ -324,7 +339,8 @@ private:
     Clock::time_point idle_since_;  // when the session last owed nothing
     bool reading_ = false;
     bool writing_ = false;
-    bool paused_ = false; // read_more() found paused()
+    bool paused_ = false;        // read_more() found paused()
+    bool budget_logged_ = false; // the reply budget stopped this session's reads once already
     bool closing_ = false;
     bool closed_ = false;
     bool eof_ = false;

@@ -9,7 +9,9 @@
 // stays open. Every input is bounded by ControlLimits:
 //   - at most max_sessions connections are open (the daemon's own uid may open own_uid_reserve more); one
 //     more gets a BAD_REQUEST frame at once and is closed;
-//   - a session reads no further request while MAX_PENDING replies are owed;
+//   - a session reads no further request while MAX_PENDING replies are owed or max_queued_reply_bytes of
+//     replies wait to be written, so a client that does not read cannot make the daemon buffer without
+//     bound; it reads on once the client has read enough;
 //   - a frame must arrive whole within frame_timeout of its first byte (or of the session reading again
 //     after such a pause), else a BAD_REQUEST reply and the connection is closed;
 //   - a session that owes no reply and holds no part of a frame is closed after idle_timeout without a
@@ -82,6 +84,9 @@ struct ControlLimits {
     std::chrono::milliseconds frame_timeout{10'000};
     // Without a request, for a session that owes no reply and holds no part of a frame.
     std::chrono::milliseconds idle_timeout{300'000};
+    // Bytes of replies a session queues (written or waiting for an earlier one) before it reads no further
+    // request.
+    std::size_t max_queued_reply_bytes = std::size_t{16} << 20;
     // Pause after a failed accept.
     std::chrono::milliseconds accept_backoff{100};
 };

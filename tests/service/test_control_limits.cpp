@@ -1,6 +1,6 @@
 // The bounds of the control socket (docs/control-protocol.md "Limits"), on a ControlServer run in this
-// process with small limits: the frame and idle timeouts, and the connection limit and its reserve for the
-// daemon's own uid.
+// process with small limits: the frame and idle timeouts, the connection limit and its reserve for the
+// daemon's own uid, and the reply byte budget.
 
 #include "daemon/control_server.h"
 #include "fixture.h"
@@ -23,7 +23,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Answers {"op": "echo"} with {"echo": ID}; holds the reply to {"op": "hold"} until release_held().
+// Answers {"op": "echo"} with {"echo": ID} and {"op": "big", "bytes": N} with {"data": N letters}; holds
+// the reply to {"op": "hold"} until release_held().
 class Handler {
 public:
     void operator()(const json& request, const Peer&, Reply reply) {
@@ -32,6 +33,11 @@ public:
         if (op == "hold") {
             std::lock_guard lock(mu_);
             held_.push_back(std::move(reply));
+            return;
+        }
+        if (op == "big") {
+            const auto n = request.at("bytes").get<std::size_t>();
+            reply(json{{"data", std::string(n, static_cast<char>('a' + request.at("id").get<int>() % 26))}});
             return;
         }
         reply(json{{"echo", request.value("id", json())}});
@@ -286,4 +292,40 @@ TEST_CASE("the daemon's own uid is served past max_sessions up to its reserve", 
     int status = 0;
     ::waitpid(child, &status, 0);
     CHECK(WIFEXITED(status));
+}
+
+TEST_CASE("a client that pipelines requests without reading stops being read at the reply byte budget, and then gets "
+          "every reply in order",
+          "[service][limits]") {
+    ControlLimits limits;
+    limits.max_queued_reply_bytes = 1u << 20;
+    Server server(limits);
+    constexpr int N = 300;
+    constexpr std::size_t REPLY = 100 * 1024;
+    RawClient pipelining(server.socket());
+    std::string batch;
+    for (int id = 1; id <= N; ++id) {
+        const std::string body = json{{"op", "big"}, {"id", id}, {"bytes", REPLY}}.dump();
+        batch += length_prefix(static_cast<std::uint32_t>(body.size())) + body;
+    }
+    pipelining.send_bytes(batch);
+    REQUIRE(server.log().wait_for("reading no further request until it reads them", 5000ms));
+    // Replies taken: the budget's worth, those the socket buffers hold, and at most MAX_PENDING in hand.
+    const std::size_t bound = limits.max_queued_reply_bytes / REPLY + ControlServer::MAX_PENDING + 16;
+    CHECK(server.handler().handled() <= bound);
+
+    RawClient other(server.socket());
+    check_echo(other, 1);
+    CHECK(server.handler().handled() <= bound + 1);
+
+    for (int id = 1; id <= N; ++id) {
+        const auto reply = pipelining.read_reply();
+        REQUIRE(reply.has_value());
+        REQUIRE(reply->at("id") == id);
+        const std::string data = reply->at("data").get<std::string>();
+        CHECK(data.size() == REPLY);
+        CHECK(data.front() == static_cast<char>('a' + id % 26));
+    }
+    CHECK(server.handler().handled() == N + 1);
+    CHECK(server.log().count("reading no further request") == 1);
 }

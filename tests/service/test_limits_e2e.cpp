@@ -1,6 +1,6 @@
 // The daemon's limits end to end (docs/control-protocol.md "Limits"): running out of file descriptors,
-// buffers over the size limit and larger than the free space of /dev/shm. Each refusal is checked by its
-// exact error, and the daemon keeps serving.
+// the reply byte budget of a connection that does not read, buffers over the size limit and larger than
+// the free space of /dev/shm. Each refusal is checked by its exact error, and the daemon keeps serving.
 
 #include "fixture.h"
 #include "helpers.h"
@@ -147,6 +147,69 @@ TEST_CASE("while accepts fail for want of file descriptors canopyd stays idle, f
     CHECK(log_count(d, "control socket " + d.socket() + ": accepting again after") == 1);
     CHECK(log_count(d, "metrics listener 127.0.0.1:" + std::to_string(port) + ": accept failed") == 1);
     CHECK(log_count(d, "metrics listener 127.0.0.1:" + std::to_string(port) + ": accepting again after") == 1);
+}
+
+TEST_CASE("a client that pipelines 600 buffer reads and reads none keeps canopyd's memory bounded while another "
+          "client is served, then gets every reply in order",
+          "[service][limits][transfer]") {
+    Daemon d(e2e_config(1, 1));
+    constexpr std::uint64_t CHUNK = 512 * 1024; // the most one buffer.read returns
+    constexpr int OFFSETS = 16;
+    const std::string id = d.create_buffer(CHUNK * OFFSETS);
+    const std::string file = write_file(d.dir(), "pattern.bin", pattern_bytes(CHUNK * OFFSETS, 7));
+    REQUIRE(d.cli({"buffer", "write", id, "--from", file}).rc == 0);
+    auto read_request = [&](int n) {
+        return json{{"op", "buffer.read"},
+                    {"id", n},
+                    {"buffer", id},
+                    {"offset", static_cast<std::uint64_t>(n % OFFSETS) * CHUNK},
+                    {"bytes", CHUNK}};
+    };
+    // One reply of each offset, from a client that reads.
+    std::vector<std::string> expected;
+    {
+        RawClient reference(d.socket());
+        for (int n = 0; n < OFFSETS; ++n) {
+            expected.push_back(reference.request(read_request(n)).at("data").get<std::string>());
+        }
+    }
+    const std::uint64_t baseline = rss_bytes(d.pid());
+
+    constexpr int N = 600; // about 420 MiB of base64 replies
+    RawClient greedy(d.socket());
+    std::string batch;
+    for (int n = 0; n < N; ++n) {
+        const std::string body = read_request(n).dump();
+        std::string frame(4, '\0');
+        for (std::size_t i = 0; i < 4; ++i) {
+            frame[i] = static_cast<char>((body.size() >> (8 * i)) & 0xff);
+        }
+        batch += frame + body;
+    }
+    // The sender blocks once the daemon stops reading; on a failure the socket's shutdown releases it.
+    struct Sender {
+        RawClient& client;
+        std::thread thread;
+        ~Sender() {
+            ::shutdown(client.fd(), SHUT_RDWR);
+            thread.join();
+        }
+    } sender{greedy, std::thread([&] { greedy.send_bytes(batch); })};
+    REQUIRE(wait_for_log(d, "bytes of replies queued; reading no further request until it reads them", 20s));
+    CHECK(rss_bytes(d.pid()) < baseline + 200 * 1024 * 1024);
+
+    RawClient other(d.socket());
+    CHECK(other.request({{"op", "status"}, {"id", "other"}}).at("id") == "other");
+    CHECK(d.cli({"status"}).rc == 0);
+    CHECK(rss_bytes(d.pid()) < baseline + 200 * 1024 * 1024);
+
+    for (int n = 0; n < N; ++n) {
+        const auto reply = greedy.read_reply(10000ms);
+        REQUIRE(reply.has_value());
+        REQUIRE(reply->at("id") == n);
+        REQUIRE(reply->at("ok") == true);
+        CHECK(reply->at("data").get<std::string>() == expected[static_cast<std::size_t>(n % OFFSETS)]);
+    }
 }
 
 TEST_CASE("a buffer over 2^48 bytes is refused with BAD_REQUEST naming the size and the limit, for every backend",
