@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 #include <vector>
 
@@ -77,6 +78,8 @@ int tcp_connect(int port) {
 
 std::string http_get(int port, const std::string& path) {
     const int fd = tcp_connect(port);
+    const timeval limit{10, 0}; // a listener that never answers fails the caller instead of hanging it
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
     const std::string request = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
     if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
         ::close(fd);

@@ -20,7 +20,7 @@ std::size_t open_fds(pid_t pid);
 int free_port();
 // A connected TCP socket to 127.0.0.1:port (the caller closes it).
 int tcp_connect(int port);
-// One HTTP/1.0 GET on 127.0.0.1:port; the whole response.
+// One HTTP/1.0 GET on 127.0.0.1:port; the whole response, or what arrived within 10 s of silence.
 std::string http_get(int port, const std::string& path);
 
 } // namespace canopy::e2e
