@@ -17,6 +17,31 @@ namespace {
 // Buffer ids stay below 2^32 so derived shm names fit in 31 bytes.
 constexpr std::uint32_t MAX_SLOTS = 1u << 20;
 
+void check_size(std::uint64_t nbytes) {
+    if (nbytes > MAX_BUFFER_BYTES) {
+        throw BufferCreateError("buffer create: " + std::to_string(nbytes) + " bytes is over the limit of " +
+                                std::to_string(MAX_BUFFER_BYTES) + " bytes (2^48) per buffer");
+    }
+}
+
+// The message of a failed system call during a creation; running out of file descriptors says so.
+std::string system_failure(int err, const std::string& call) {
+    if (err == EMFILE || err == ENFILE) {
+        return "no file descriptor left in canopyd (" + call + ")";
+    }
+    return call;
+}
+
+// Reserves the pages of [0, nbytes) of `fd`: 0, or the error posix_fallocate returned (it reports the error
+// as its result, not in errno).
+int reserve(int fd, std::uint64_t nbytes) {
+    int err;
+    do {
+        err = ::posix_fallocate(fd, 0, static_cast<off_t>(nbytes));
+    } while (err == EINTR);
+    return err;
+}
+
 } // namespace
 
 BufferRegistry::BufferRegistry(std::filesystem::path journal_dir, Unlink unlink)
@@ -47,34 +72,29 @@ CanonicalIdentity BufferRegistry::mint_locked() {
 }
 
 BufferDescriptor BufferRegistry::create_posix_shm(std::uint64_t nbytes, Access access, const std::string& creator) {
-    std::lock_guard lock(mu_);
-    const CanonicalIdentity id = mint_locked();
-    auto give_back = [&] { free_slots_.push_back(static_cast<std::uint32_t>(id.buffer_id - 1)); };
-    const std::string name = worker::posix_shm_name_for(id);
+    check_size(nbytes);
+    CanonicalIdentity id{};
     BufferDescriptor d;
+    std::string name;
+    {
+        std::lock_guard lock(mu_);
+        id = mint_locked(); // the slot is taken out of free_slots_: nobody else mints this identity meanwhile
+        name = worker::posix_shm_name_for(id);
+        try {
+            d = make_posix_shm_descriptor(id, nbytes, access, name);
+        } catch (...) {
+            free_slots_.push_back(static_cast<std::uint32_t>(id.buffer_id - 1));
+            throw;
+        }
+    }
     try {
-        d = make_posix_shm_descriptor(id, nbytes, access, name);
-        journal_.record(name);
+        make_shm_object(name, nbytes); // outside mu_: reserving a large object takes a while
     } catch (...) {
-        give_back();
+        std::lock_guard lock(mu_);
+        free_slots_.push_back(static_cast<std::uint32_t>(id.buffer_id - 1));
         throw;
     }
-    const std::string path = "/" + name;
-    const int fd = ::shm_open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        const int err = errno;
-        journal_.erase(name);
-        give_back();
-        throw ipc::SysError(err, "shm_open(" + path + ")");
-    }
-    ipc::UniqueFd owner(fd);
-    if (::ftruncate(fd, static_cast<off_t>(nbytes)) != 0) {
-        const int err = errno;
-        unlink_shm(name);
-        journal_.erase(name);
-        give_back();
-        throw ipc::SysError(err, "ftruncate(" + path + ")");
-    }
+    std::lock_guard lock(mu_);
     Slot& slot = slots_[id.buffer_id - 1];
     slot.generation = id.generation;
     slot.live = true;
@@ -82,8 +102,42 @@ BufferDescriptor BufferRegistry::create_posix_shm(std::uint64_t nbytes, Access a
     return d;
 }
 
+void BufferRegistry::make_shm_object(const std::string& name, std::uint64_t nbytes) {
+    const std::string path = "/" + name;
+    auto fail = [&](bool created, const std::string& message) {
+        if (created) {
+            unlink_shm(name);
+        }
+        journal_.erase(name);
+        throw BufferCreateError("buffer create: " + message);
+    };
+    try {
+        journal_.record(name);
+    } catch (const ipc::SysError& e) {
+        fail(false, system_failure(e.err(), e.what()));
+    }
+    const int fd = ::shm_open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        const int err = errno;
+        fail(false, system_failure(err, "shm_open(" + path + "): " + std::strerror(err)));
+    }
+    const ipc::UniqueFd owner(fd);
+    if (::ftruncate(fd, static_cast<off_t>(nbytes)) != 0) {
+        const int err = errno;
+        fail(true,
+             system_failure(err, "ftruncate(" + path + ", " + std::to_string(nbytes) + "): " + std::strerror(err)));
+    }
+    if (const int err = reserve(fd, nbytes); err != 0) {
+        fail(true, err == ENOSPC ? "/dev/shm has no room for " + std::to_string(nbytes) +
+                                       " bytes (posix_fallocate: " + std::strerror(err) + ")"
+                                 : "cannot reserve " + std::to_string(nbytes) +
+                                       " bytes in /dev/shm (posix_fallocate: " + std::strerror(err) + ")");
+    }
+}
+
 BufferDescriptor BufferRegistry::begin_vmm(Backend backend, std::uint64_t nbytes, Access access, std::uint32_t device,
                                            std::vector<std::string> world, const std::string& creator) {
+    check_size(nbytes);
     std::lock_guard lock(mu_);
     const CanonicalIdentity id = mint_locked();
     try {

@@ -3,14 +3,20 @@
 // per registry, buffer ids from a slot table, generations bumped on slot reuse), creates and releases
 // the backings, and answers whether a descriptor names a live buffer.
 //
-// POSIX_SHM objects are named posix_shm_name_for(identity) and journaled before creation. Device buffers
+// POSIX_SHM objects are named posix_shm_name_for(identity), journaled before creation, and have their
+// pages reserved at creation (posix_fallocate: /dev/shm is a tmpfs, where ftruncate reserves nothing and a
+// touch past its space would be SIGBUS in every process that maps the buffer). Device buffers
 // (SIM_VMM memfds, CUDA_VMM allocations) are created by the chips of their device: begin_vmm() mints the
 // identity and records a pending creation, the chips hand over one fd per rank (offer_fd, accepted only
 // from the chip expected for that rank), and commit_vmm() makes the buffer live once every fd is in, or
 // abort_vmm() retires the identity. The registry holds the fds, hands duplicates to consumers, and closes
 // them on release (the memory goes away once no consumer maps it any more).
 //
-// Thread safety: every public method is safe from any thread (one internal mutex).
+// No buffer is larger than MAX_BUFFER_BYTES. A creation that fails leaves nothing behind: no object, no
+// journal entry, no slot.
+//
+// Thread safety: every public method is safe from any thread (one internal mutex, not held while a
+// POSIX shm object is created).
 
 #include "daemon/journal.h"
 #include "ipc/unique_fd.h"
@@ -22,6 +28,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -29,6 +36,17 @@
 namespace canopy::daemon {
 
 enum class BufferLookup { LIVE, STALE, UNKNOWN };
+
+// The largest buffer of any backend: 2^48 bytes (256 TiB), past the memory of any host or device.
+inline constexpr std::uint64_t MAX_BUFFER_BYTES = std::uint64_t{1} << 48;
+
+// A buffer the registry could not create: too large, no room in /dev/shm, no file descriptor left. what()
+// starts "buffer create: " and names the size or the cause, e.g. "buffer create: /dev/shm has no room for
+// 1073741824 bytes (posix_fallocate: No space left on device)". The service answers it BAD_REQUEST.
+class BufferCreateError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
 
 struct BufferInfo {
     BufferDescriptor descriptor;
@@ -47,12 +65,12 @@ public:
 
     const std::array<std::uint8_t, 16>& owner_instance() const noexcept { return owner_; }
 
-    // Creates a zero-filled POSIX shm object of nbytes. Throws ipc::SysError.
+    // Creates a zero-filled POSIX shm object of nbytes with its pages reserved. Throws BufferCreateError.
     BufferDescriptor create_posix_shm(std::uint64_t nbytes, Access access, const std::string& creator);
     // Mints the identity of a device buffer (SIM_VMM or CUDA_VMM) of `device` and records its creation as
     // pending: one fd is expected from `creator` (a chip path), or for a symmetric buffer one per chip of
     // `world` (rank order; the descriptor names the device of rank 0). The identity is not live until
-    // commit_vmm().
+    // commit_vmm(). Throws BufferCreateError for nbytes over MAX_BUFFER_BYTES.
     BufferDescriptor begin_vmm(Backend backend, std::uint64_t nbytes, Access access, std::uint32_t device,
                                std::vector<std::string> world, const std::string& creator);
     // Takes the fd of rank `rank` (NOT_SYMMETRIC for a plain buffer) of a pending creation from the child
@@ -96,6 +114,9 @@ private:
     };
 
     CanonicalIdentity mint_locked();
+    // Journals, creates, sizes and reserves the object `name` of nbytes; on failure removes what it made and
+    // throws BufferCreateError.
+    void make_shm_object(const std::string& name, std::uint64_t nbytes);
     BufferLookup lookup_locked(const CanonicalIdentity& id) const;
 
     Unlink unlink_;

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <optional>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,28 +16,51 @@ namespace canopy::daemon {
 
 namespace asio = boost::asio;
 using stream = asio::local::stream_protocol;
+using Clock = std::chrono::steady_clock;
 
 nlohmann::json error_reply(std::string_view code, const std::string& message) {
     return {{"ok", false}, {"error", {{"code", code}, {"message", message}}}};
 }
 
+namespace {
+
+// A frame: the 4-byte little-endian length, then `body`.
+std::string frame_of(const std::string& body) {
+    std::string frame(4, '\0');
+    const auto len = static_cast<std::uint32_t>(body.size());
+    for (int i = 0; i < 4; ++i) {
+        frame[static_cast<std::size_t>(i)] = static_cast<char>((len >> (8 * i)) & 0xff);
+    }
+    frame += body;
+    return frame;
+}
+
+std::string dump(const nlohmann::json& reply) {
+    return reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::optional<Peer> peer_of(int fd) {
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+        return std::nullopt;
+    }
+    return Peer{cred.pid, cred.uid, cred.gid};
+}
+
+} // namespace
+
 class ControlServer::Session : public std::enable_shared_from_this<Session> {
 public:
-    Session(ControlServer& server, stream::socket socket) : server_(server), socket_(std::move(socket)) {}
+    Session(ControlServer& server, stream::socket socket, Peer peer)
+        : server_(server), socket_(std::move(socket)), peer_(peer), idle_since_(Clock::now()) {}
 
     void start() {
-        ucred cred{};
-        socklen_t len = sizeof cred;
-        if (::getsockopt(socket_.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-            close();
-            return;
-        }
-        peer_ = {cred.pid, cred.uid, cred.gid};
         if (!server_.allowed(peer_)) {
             closing_ = true;
-            enqueue_now(error_reply("UNAUTHORIZED", "uid " + std::to_string(peer_.uid) + " (gid " +
-                                                        std::to_string(peer_.gid) +
-                                                        ") may not use this daemon; see control.allow_uids"));
+            enqueue_now(dump(error_reply("UNAUTHORIZED", "uid " + std::to_string(peer_.uid) + " (gid " +
+                                                             std::to_string(peer_.gid) +
+                                                             ") may not use this daemon; see control.allow_uids")));
             return;
         }
         resume();
@@ -53,18 +77,57 @@ public:
     }
 
     void close() {
+        if (closed_) {
+            return;
+        }
+        closed_ = true;
         boost::system::error_code ignored;
         socket_.shutdown(stream::socket::shutdown_both, ignored);
         socket_.close(ignored);
-        server_.sessions_.erase(shared_from_this());
+        server_.forget(shared_from_this());
+    }
+
+    // Closes the session when it waits for the client past a timeout of ControlLimits (see the header).
+    void check_deadlines(Clock::time_point now) {
+        if (!reading_ || closing_ || closed_) {
+            return; // not waiting for the client: it owes nothing while the session does not read
+        }
+        const ControlLimits& limits = server_.options_.limits;
+        const std::size_t buffered = filled_ - consumed_;
+        if (buffered > 0 && now - frame_since_ >= limits.frame_timeout) {
+            fail_incomplete_frame(buffered);
+        } else if (buffered == 0 && pending_ == 0 && !writing_ && now - idle_since_ >= limits.idle_timeout) {
+            server_.log_->debug("control: closing the connection of pid {} uid {}: no request for {} ms", peer_.pid,
+                                peer_.uid, limits.idle_timeout.count());
+            close();
+        }
     }
 
 private:
+    // Reads no further request while this many reply bytes wait to be written or for an earlier reply.
+    bool paused() const noexcept {
+        return pending_ >= MAX_PENDING || out_bytes_ + done_bytes_ >= server_.options_.limits.max_queued_reply_bytes;
+    }
+
     // Reads what the socket holds into in_ (one read can carry several frames, or part of one). At most
-    // one read is outstanding, and none while MAX_PENDING replies are owed or the session is closing.
+    // one read is outstanding, and none while paused() or the session is closing.
     void read_more() {
-        if (reading_ || closing_ || eof_ || pending_ >= MAX_PENDING) {
+        if (reading_ || closing_ || closed_ || eof_) {
             return;
+        }
+        if (paused()) {
+            if (!budget_logged_ && out_bytes_ + done_bytes_ >= server_.options_.limits.max_queued_reply_bytes) {
+                budget_logged_ = true;
+                server_.log_->debug("control: pid {} uid {} has {} bytes of replies queued; reading no further "
+                                    "request until it reads them",
+                                    peer_.pid, peer_.uid, out_bytes_ + done_bytes_);
+            }
+            paused_ = true;
+            return;
+        }
+        if (paused_) {
+            paused_ = false;
+            frame_since_ = Clock::now(); // the part of a frame buffered is waited for from now on
         }
         // Keep the unread bytes at the front and room for at least READ_CHUNK more, or for the whole frame
         // that is partly buffered.
@@ -92,18 +155,26 @@ private:
             finish_reading(); // end of stream; bytes of a frame left unread were a truncated frame
             return;
         }
+        if (filled_ == consumed_) {
+            frame_since_ = Clock::now(); // these bytes start a frame
+        }
         filled_ += n;
         resume();
     }
 
-    // Handles every whole frame buffered, as far as MAX_PENDING allows, then reads on. A reply written from
+    // Handles every whole frame buffered, as far as paused() allows, then reads on. A reply written from
     // inside a handler calls back here; the outer call carries on instead.
     void resume() {
-        if (resuming_) {
+        if (resuming_ || closed_) {
             return;
         }
         resuming_ = true;
-        while (!closing_ && pending_ < MAX_PENDING && take_frame()) {
+        bool took = false;
+        while (!closing_ && !paused() && take_frame()) {
+            took = true;
+        }
+        if (took && filled_ > consumed_) {
+            frame_since_ = Clock::now(); // the bytes left start the next frame
         }
         resuming_ = false;
         read_more();
@@ -123,9 +194,9 @@ private:
         const std::uint32_t len = frame_length(in_.data() + consumed_);
         if (len < 2 || len > server_.options_.max_frame_bytes) {
             closing_ = true;
-            enqueue_now(error_reply("BAD_REQUEST", "frame length " + std::to_string(len) + " is outside 2.." +
-                                                       std::to_string(server_.options_.max_frame_bytes) +
-                                                       "; closing the connection"));
+            enqueue_now(dump(error_reply("BAD_REQUEST", "frame length " + std::to_string(len) + " is outside 2.." +
+                                                            std::to_string(server_.options_.max_frame_bytes) +
+                                                            "; closing the connection")));
             return false;
         }
         if (buffered < 4 + std::size_t{len}) {
@@ -138,7 +209,7 @@ private:
         const std::uint64_t seq = next_request_++;
         ++pending_;
         if (!parsed.error.empty()) {
-            complete(seq, serialize(error_reply("BAD_REQUEST", parsed.error), {}));
+            complete(seq, dump(error_reply("BAD_REQUEST", parsed.error)));
             return true;
         }
         // The request's "id", if any, as the JSON text the reply repeats.
@@ -155,6 +226,23 @@ private:
             });
         });
         return true;
+    }
+
+    // The part of a frame buffered did not become whole within frame_timeout: the stream cannot be trusted.
+    void fail_incomplete_frame(std::size_t buffered) {
+        const ControlLimits& limits = server_.options_.limits;
+        const std::string got =
+            buffered < 4 ? std::to_string(buffered) + " of its 4 length bytes"
+                         : std::to_string(buffered) + " of its " +
+                               std::to_string(4 + std::uint64_t{frame_length(in_.data() + consumed_)}) + " bytes";
+        server_.log_->info("control: closing the connection of pid {} uid {}: a frame incomplete after {} ms",
+                           peer_.pid, peer_.uid, limits.frame_timeout.count());
+        closing_ = true;
+        boost::system::error_code ignored;
+        socket_.shutdown(stream::socket::shutdown_receive, ignored); // ends the outstanding read
+        enqueue_now(
+            dump(error_reply("BAD_REQUEST", "frame incomplete after " + std::to_string(limits.frame_timeout.count()) +
+                                                " ms: " + got + " arrived; closing the connection")));
     }
 
     // The body of a reply frame: "ok" (true unless the handler said otherwise) and the request's "id" added.
@@ -178,14 +266,16 @@ private:
         if (!id.empty()) {
             object["id"] = nlohmann::json::parse(id);
         }
-        return object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        return dump(object);
     }
 
     // Stores a reply and writes every reply that is next in request order.
     void complete(std::uint64_t seq, std::string reply) {
+        done_bytes_ += reply.size();
         done_.emplace(seq, std::move(reply));
         while (!done_.empty() && done_.begin()->first == next_reply_) {
-            enqueue_now(std::move(done_.begin()->second));
+            done_bytes_ -= done_.begin()->second.size();
+            enqueue_now(done_.begin()->second);
             done_.erase(done_.begin());
             ++next_reply_;
             --pending_;
@@ -193,18 +283,9 @@ private:
         resume();
     }
 
-    void enqueue_now(const nlohmann::json& reply) {
-        enqueue_now(reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    }
-
     void enqueue_now(const std::string& body) {
-        std::string frame(4, '\0');
-        const auto len = static_cast<std::uint32_t>(body.size());
-        for (int i = 0; i < 4; ++i) {
-            frame[static_cast<std::size_t>(i)] = static_cast<char>((len >> (8 * i)) & 0xff);
-        }
-        frame += body;
-        out_.push_back(std::move(frame));
+        out_.push_back(frame_of(body));
+        out_bytes_ += out_.back().size();
         if (!writing_) {
             write_next();
         }
@@ -215,6 +296,8 @@ private:
             writing_ = false;
             if (closing_ || (eof_ && pending_ == 0)) {
                 close();
+            } else if (pending_ == 0) {
+                idle_since_ = Clock::now();
             }
             return;
         }
@@ -225,8 +308,10 @@ private:
                                   self->close();
                                   return;
                               }
+                              self->out_bytes_ -= self->out_.front().size();
                               self->out_.pop_front();
                               self->write_next();
+                              self->resume(); // the reply budget may admit the next request
                           });
     }
 
@@ -246,19 +331,31 @@ private:
     std::size_t filled_ = 0;
     std::size_t consumed_ = 0;
     bool resuming_ = false;
-    std::deque<std::string> out_;
+    std::deque<std::string> out_;               // frames to write, the front one being written
+    std::size_t out_bytes_ = 0;                 // bytes of out_
     std::map<std::uint64_t, std::string> done_; // serialized replies waiting for an earlier one
+    std::size_t done_bytes_ = 0;                // bytes of done_
     std::uint64_t next_request_ = 0;
     std::uint64_t next_reply_ = 0;
-    std::size_t pending_ = 0;
+    std::size_t pending_ = 0;       // requests taken whose reply is not in out_ yet
+    Clock::time_point frame_since_; // when the part of a frame buffered started to be waited for
+    Clock::time_point idle_since_;  // when the session last owed nothing
     bool reading_ = false;
     bool writing_ = false;
+    bool paused_ = false;        // read_more() found paused()
+    bool budget_logged_ = false; // the reply budget stopped this session's reads once already
     bool closing_ = false;
+    bool closed_ = false;
     bool eof_ = false;
 };
 
-ControlServer::ControlServer(asio::io_context& io, ControlOptions options, RequestHandler handler)
-    : io_(io), options_(std::move(options)), handler_(std::move(handler)), acceptor_(io) {}
+ControlServer::ControlServer(asio::io_context& io, ControlOptions options, RequestHandler handler,
+                             std::shared_ptr<spdlog::logger> log)
+    : io_(io), options_(std::move(options)), handler_(std::move(handler)), log_(std::move(log)), acceptor_(io),
+      backoff_(io, "control socket " + options_.socket.string(), options_.limits.accept_backoff, log_),
+      sweep_timer_(io),
+      sweep_interval_(std::clamp(std::min(options_.limits.frame_timeout, options_.limits.idle_timeout) / 4,
+                                 std::chrono::milliseconds(10), std::chrono::milliseconds(1000))) {}
 
 ControlServer::~ControlServer() = default;
 
@@ -279,13 +376,85 @@ void ControlServer::do_accept() {
         if (ec == asio::error::operation_aborted || stopped_) {
             return;
         }
-        if (!ec) {
-            auto session = std::make_shared<Session>(*this, std::move(socket));
-            sessions_.insert(session);
-            session->start();
+        if (ec) {
+            backoff_.failed(ec, [this] {
+                if (!stopped_) {
+                    do_accept();
+                }
+            });
+            return;
         }
+        backoff_.succeeded();
+        admit(std::move(socket));
         do_accept();
     });
+}
+
+void ControlServer::admit(stream::socket socket) {
+    const auto peer = peer_of(socket.native_handle());
+    if (!peer) {
+        return; // the peer is gone already
+    }
+    const ControlLimits& limits = options_.limits;
+    const bool own = peer->uid == ::geteuid();
+    if (sessions_.size() >= limits.max_sessions + (own ? limits.own_uid_reserve : 0)) {
+        refuse_over_limit(socket, *peer);
+        return;
+    }
+    auto session = std::make_shared<Session>(*this, std::move(socket), *peer);
+    sessions_.insert(session);
+    schedule_sweep();
+    session->start();
+}
+
+void ControlServer::refuse_over_limit(stream::socket& socket, const Peer& peer) {
+    const std::size_t most = options_.limits.max_sessions;
+    if (!full_logged_) {
+        full_logged_ = true;
+        log_->warn("control socket {}: {} connections open, the most it serves; refusing new ones until one closes",
+                   options_.socket.string(), sessions_.size());
+    }
+    log_->debug("control: refused a connection of pid {} uid {}: {} connections open", peer.pid, peer.uid,
+                sessions_.size());
+    // A fresh socket's send buffer takes a short frame whole: the client reads it as the reply to its first
+    // request.
+    const std::string frame =
+        frame_of(dump(error_reply("BAD_REQUEST", "the daemon serves at most " + std::to_string(most) +
+                                                     " connections at once (control socket); closing this one")));
+    (void)::send(socket.native_handle(), frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    boost::system::error_code ignored;
+    socket.close(ignored);
+}
+
+void ControlServer::forget(const std::shared_ptr<Session>& session) {
+    sessions_.erase(session);
+    if (sessions_.size() < options_.limits.max_sessions) {
+        full_logged_ = false;
+    }
+}
+
+void ControlServer::schedule_sweep() {
+    if (sweeping_ || sessions_.empty()) {
+        return;
+    }
+    sweeping_ = true;
+    sweep_timer_.expires_after(sweep_interval_);
+    sweep_timer_.async_wait([this](const boost::system::error_code& ec) {
+        sweeping_ = false;
+        if (!ec) {
+            sweep();
+        }
+    });
+}
+
+void ControlServer::sweep() {
+    const auto now = Clock::now();
+    // A session may close itself, leaving sessions_.
+    const std::vector<std::shared_ptr<Session>> open(sessions_.begin(), sessions_.end());
+    for (const auto& s : open) {
+        s->check_deadlines(now);
+    }
+    schedule_sweep();
 }
 
 void ControlServer::stop_accepting() {
@@ -293,6 +462,7 @@ void ControlServer::stop_accepting() {
         return;
     }
     stopped_ = true;
+    backoff_.cancel();
     boost::system::error_code ignored;
     acceptor_.close(ignored);
     ::unlink(options_.socket.c_str());
@@ -300,6 +470,7 @@ void ControlServer::stop_accepting() {
 
 void ControlServer::stop() {
     stop_accepting();
+    sweep_timer_.cancel();
     auto sessions = sessions_;
     for (const auto& s : sessions) {
         s->close_when_idle();

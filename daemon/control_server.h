@@ -6,9 +6,18 @@
 // (SO_PEERCRED) once against the allow lists, hands each request to the RequestHandler and writes the
 // replies in request order. A frame whose length is out of bounds gets a BAD_REQUEST reply and the
 // connection is closed; a body that is not a JSON object gets a BAD_REQUEST reply and the connection
-// stays open. A session reads no further request while MAX_PENDING replies are outstanding, so a client
-// that does not read cannot make the daemon buffer without bound. A bad or slow client affects only its
-// own connection.
+// stays open. Every input is bounded by ControlLimits:
+//   - at most max_sessions connections are open (the daemon's own uid may open own_uid_reserve more); one
+//     more gets a BAD_REQUEST frame at once and is closed;
+//   - a session reads no further request while MAX_PENDING replies are owed or max_queued_reply_bytes of
+//     replies wait to be written, so a client that does not read cannot make the daemon buffer without
+//     bound; it reads on once the client has read enough;
+//   - a frame must arrive whole within frame_timeout of its first byte (or of the session reading again
+//     after such a pause), else a BAD_REQUEST reply and the connection is closed;
+//   - a session that owes no reply and holds no part of a frame is closed after idle_timeout without a
+//     request. A session waiting for a reply (a long `wait`) is never timed out.
+// A failed accept (no file descriptor left) pauses accepting for accept_backoff (AcceptBackoff). A bad or
+// slow client affects only its own connection.
 //
 // Thread safety: start/stop from the thread that owns the server; a handler's `reply` callback may run on
 // any thread (it posts to the io_context).
@@ -21,8 +30,12 @@
 #include <utility> // Boost 1.74's Asio needs it first under C++20
 #include <boost/asio.hpp>
 // clang-format on
+#include "daemon/accept_backoff.h"
+
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <spdlog/logger.h>
 #include <sys/types.h>
 #include <vector>
 
@@ -61,11 +74,29 @@ using Reply = std::function<void(Response)>;
 // Handles one request; calls `reply` exactly once, now or later, from any thread.
 using RequestHandler = std::function<void(const nlohmann::json& request, const Peer& peer, Reply reply)>;
 
+// The bounds of the control socket; docs/control-protocol.md "Limits" states each default.
+struct ControlLimits {
+    // Connections open at once; one more gets a BAD_REQUEST frame and is closed.
+    std::size_t max_sessions = 1024;
+    // Connections of the daemon's own uid accepted past max_sessions.
+    std::size_t own_uid_reserve = 16;
+    // From the first byte of a frame to its last, while the session reads.
+    std::chrono::milliseconds frame_timeout{10'000};
+    // Without a request, for a session that owes no reply and holds no part of a frame.
+    std::chrono::milliseconds idle_timeout{300'000};
+    // Bytes of replies a session queues (written or waiting for an earlier one) before it reads no further
+    // request.
+    std::size_t max_queued_reply_bytes = std::size_t{16} << 20;
+    // Pause after a failed accept.
+    std::chrono::milliseconds accept_backoff{100};
+};
+
 struct ControlOptions {
     std::filesystem::path socket;
     std::vector<std::uint32_t> allow_uids; // besides the daemon's own uid
     std::vector<std::uint32_t> allow_gids;
     std::uint32_t max_frame_bytes = 1u << 20;
+    ControlLimits limits{};
 };
 
 // {"ok": false, "error": {"code", "message"}}.
@@ -73,9 +104,11 @@ nlohmann::json error_reply(std::string_view code, const std::string& message);
 
 class ControlServer {
 public:
+    // Requests a session has in hand (read, reply not yet queued for writing) before it reads no further one.
     static constexpr std::size_t MAX_PENDING = 64;
 
-    ControlServer(boost::asio::io_context& io, ControlOptions options, RequestHandler handler);
+    ControlServer(boost::asio::io_context& io, ControlOptions options, RequestHandler handler,
+                  std::shared_ptr<spdlog::logger> log);
     ~ControlServer();
 
     // Binds and listens (an existing socket file is replaced; the file is made 0666, access being
@@ -92,11 +125,24 @@ public:
 private:
     class Session;
     void do_accept();
+    // Serves an accepted connection, or refuses it when max_sessions (and the reserve) are taken.
+    void admit(boost::asio::local::stream_protocol::socket socket);
+    void refuse_over_limit(boost::asio::local::stream_protocol::socket& socket, const Peer& peer);
+    void forget(const std::shared_ptr<Session>& session);
+    // Every sweep_interval_ while sessions are open: closes those past a frame or idle timeout.
+    void schedule_sweep();
+    void sweep();
 
     boost::asio::io_context& io_;
     ControlOptions options_;
     RequestHandler handler_;
+    std::shared_ptr<spdlog::logger> log_;
     boost::asio::local::stream_protocol::acceptor acceptor_;
+    AcceptBackoff backoff_;
+    boost::asio::steady_timer sweep_timer_;
+    std::chrono::milliseconds sweep_interval_;
+    bool sweeping_ = false;
+    bool full_logged_ = false;                    // the warning of the current run of refusals over max_sessions is out
     std::set<std::shared_ptr<Session>> sessions_; // touched on the io thread only
     bool stopped_ = false;
 };

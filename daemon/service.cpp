@@ -16,12 +16,14 @@ SupervisorOptions service_options(const config::Config& config) {
 
 Service::Service(const config::Config& config, std::shared_ptr<spdlog::logger> log)
     : config_(config), log_(std::move(log)), supervisor_(service_options(config)),
-      control_(io_,
-               ControlOptions{config.control.socket, config.control.allow_uids, config.control.allow_gids,
-                              config.control.max_frame_bytes},
-               [this](const nlohmann::json& request, const Peer& peer, Reply reply) {
-                   handle(request, peer, std::move(reply));
-               }),
+      control_(
+          io_,
+          ControlOptions{config.control.socket, config.control.allow_uids, config.control.allow_gids,
+                         config.control.max_frame_bytes},
+          [this](const nlohmann::json& request, const Peer& peer, Reply reply) {
+              handle(request, peer, std::move(reply));
+          },
+          log_),
       signals_(io_, SIGTERM, SIGINT) {
     supervisor_.set_on_change([this] { tree_changed(); });
     supervisor_.set_on_fatal([this](const std::string& why) {
@@ -178,9 +180,8 @@ void Service::begin_stop() {
     if (watchdog_) {
         watchdog_->cancel();
     }
-    if (metrics_acceptor_) {
-        boost::system::error_code ignored;
-        metrics_acceptor_->close(ignored);
+    if (metrics_listener_) {
+        metrics_listener_->stop();
     }
     stopper_ = std::thread([this] {
         const auto deadline = std::chrono::steady_clock::now() + config_.supervision.drain_timeout;
@@ -238,46 +239,6 @@ void Service::schedule_watchdog() {
     });
 }
 
-namespace {
-
-// One HTTP/1.0 exchange on the metrics listener: reads the request head (at most 8 KiB), answers GET
-// /metrics with the exposition text and anything else with 404, then closes.
-class MetricsExchange : public std::enable_shared_from_this<MetricsExchange> {
-public:
-    MetricsExchange(asio::ip::tcp::socket socket, std::function<std::string()> render)
-        : socket_(std::move(socket)), render_(std::move(render)) {}
-
-    void start() {
-        asio::async_read_until(
-            socket_, asio::dynamic_buffer(head_, 8192), "\r\n\r\n",
-            [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) { self->respond(ec); });
-    }
-
-private:
-    void respond(const boost::system::error_code& ec) {
-        if (ec) {
-            return;
-        }
-        const bool metrics = head_.rfind("GET /metrics ", 0) == 0 || head_.rfind("GET /metrics\r", 0) == 0;
-        const std::string body = metrics ? render_() : "not found\n";
-        reply_ = std::string(metrics ? "HTTP/1.0 200 OK\r\n" : "HTTP/1.0 404 Not Found\r\n") +
-                 "Content-Type: text/plain; version=0.0.4\r\nContent-Length: " + std::to_string(body.size()) +
-                 "\r\nConnection: close\r\n\r\n" + body;
-        asio::async_write(socket_, asio::buffer(reply_),
-                          [self = shared_from_this()](const boost::system::error_code&, std::size_t) {
-                              boost::system::error_code ignored;
-                              self->socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-                          });
-    }
-
-    asio::ip::tcp::socket socket_;
-    std::function<std::string()> render_;
-    std::string head_;
-    std::string reply_;
-};
-
-} // namespace
-
 void Service::start_metrics_listener() {
     if (!config_.metrics.listen) {
         return;
@@ -285,21 +246,11 @@ void Service::start_metrics_listener() {
     const auto& listen = *config_.metrics.listen;
     asio::ip::tcp::resolver resolver(io_);
     const auto endpoints = resolver.resolve(listen.host, std::to_string(listen.port));
-    metrics_acceptor_ = std::make_unique<asio::ip::tcp::acceptor>(io_, endpoints.begin()->endpoint());
+    metrics_listener_ = std::make_unique<MetricsListener>(
+        io_, endpoints.begin()->endpoint(),
+        [this] { return metrics_.render(supervisor_.status(), supervisor_.buffers()); }, MetricsLimits{}, log_);
     log_->info("metrics on http://{}/metrics", config::to_string(listen));
-    accept_metrics();
-}
-
-void Service::accept_metrics() {
-    metrics_acceptor_->async_accept([this](const boost::system::error_code& ec, asio::ip::tcp::socket s) {
-        if (ec) {
-            return; // closed: the daemon is stopping
-        }
-        std::make_shared<MetricsExchange>(std::move(s), [this] {
-            return metrics_.render(supervisor_.status(), supervisor_.buffers());
-        })->start();
-        accept_metrics();
-    });
+    metrics_listener_->start();
 }
 
 } // namespace canopy::daemon

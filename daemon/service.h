@@ -14,6 +14,7 @@
 #include "daemon/control_server.h"
 #include "daemon/json_codec.h"
 #include "daemon/metrics.h"
+#include "daemon/metrics_listener.h"
 #include "daemon/supervisor.h"
 #include "daemon/task_book.h"
 #include "scheduler/scheduler.h"
@@ -86,7 +87,6 @@ private:
     void finish_when_closed(std::chrono::steady_clock::time_point deadline);
     static constexpr std::chrono::seconds CLOSE_GRACE{2};
     void start_metrics_listener();
-    void accept_metrics();
     void schedule_watchdog();
     // Called on any change of the worker tree: STATUS= follows it (coalesced on the io thread).
     void tree_changed();
@@ -95,9 +95,10 @@ private:
     config::Config config_;
     std::shared_ptr<spdlog::logger> log_;
     Supervisor supervisor_;
-    // Requests that wait on workers without a task of their own (device buffer creation) run here, so that
-    // the control thread keeps serving every other client meanwhile. Created after the supervisor, whose
-    // constructor forks the zygote from a single-threaded process.
+    // Requests that wait on workers without a task of their own (device buffer creation) or reserve much
+    // memory (shm buffers from SLOW_CREATE_BYTES up, service_handlers.cpp) run here, so that the control
+    // thread keeps serving every other client meanwhile. Created after the supervisor, whose constructor
+    // forks the zygote from a single-threaded process.
     boost::asio::thread_pool slow_{1};
     boost::asio::io_context io_;
     ControlServer control_;
@@ -114,7 +115,7 @@ private:
     std::mutex results_mu_; // guards results_; taken alone
     std::vector<std::pair<std::uint64_t, TaskResult>> results_;
 
-    std::unique_ptr<boost::asio::ip::tcp::acceptor> metrics_acceptor_;
+    std::unique_ptr<MetricsListener> metrics_listener_;
     std::unique_ptr<boost::asio::steady_timer> watchdog_;
     boost::asio::signal_set signals_;
     std::thread stopper_;

@@ -16,6 +16,8 @@ namespace {
 using nlohmann::json;
 
 constexpr std::uint64_t MAX_READ_CHUNK = 512 * 1024;
+// Shm buffers from this size up are created off the io thread, like device buffers.
+constexpr std::uint64_t SLOW_CREATE_BYTES = 64 * 1024 * 1024;
 
 [[noreturn]] void bad(const std::string& message) {
     throw RequestError(ErrorCode::BAD_REQUEST, message);
@@ -155,8 +157,11 @@ void Service::handle(const json& request, const Peer& peer, Reply reply) {
             const std::string backend = request.contains("backend") && request["backend"].is_string()
                                             ? request["backend"].get<std::string>()
                                             : "";
-            if (backend == "vmm" || backend == "symmetric") {
-                // The chips of the buffer make it, after the tasks queued on them: answered from slow_.
+            const bool large = request.contains("bytes") && request["bytes"].is_number_unsigned() &&
+                               request["bytes"].get<std::uint64_t>() >= SLOW_CREATE_BYTES;
+            if (backend == "vmm" || backend == "symmetric" || large) {
+                // The chips of the buffer make it, after the tasks queued on them, and reserving a large shm
+                // object takes a while (about 1 s per GiB): answered from slow_.
                 boost::asio::post(slow_, [this, request, reply] {
                     try {
                         reply(handle_buffer_create(request));

@@ -120,7 +120,8 @@ Output run_program(const std::string& program, const std::vector<std::string>& a
     return o;
 }
 
-Daemon::Daemon(const json& config, const std::map<std::string, std::string>& env) {
+Daemon::Daemon(const json& config, const std::map<std::string, std::string>& env,
+               const std::function<bool()>& in_child) {
     socket_ = (dir_.path / "canopy.sock").string();
     const auto config_path = dir_.path / "canopy.json";
     std::ofstream(config_path) << config.dump(2);
@@ -132,6 +133,9 @@ Daemon::Daemon(const json& config, const std::map<std::string, std::string>& env
         ::dup2(log, 1);
         for (const auto& [k, v] : env) {
             ::setenv(k.c_str(), v.c_str(), 1);
+        }
+        if (in_child && !in_child()) {
+            ::_exit(126);
         }
         const std::string state = (dir_.path / "state").string();
         ::execl(CANOPYD_PATH, CANOPYD_PATH, "--config", config_path.c_str(), "--socket", socket_.c_str(), "--state-dir",

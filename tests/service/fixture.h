@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -42,8 +43,11 @@ Output run_program(const std::string& program, const std::vector<std::string>& a
 class Daemon {
 public:
     // Writes the config into a temp dir and starts canopyd with it; returns once the socket answers
-    // `status` (throws with the daemon's log when it does not within 20 s).
-    explicit Daemon(const nlohmann::json& config, const std::map<std::string, std::string>& env = {});
+    // `status` (throws with the daemon's log when it does not within 20 s). `in_child` runs in the forked
+    // child before exec (setrlimit, unshare, mount: system calls only); a false return makes the child exit
+    // 126 and the constructor throw.
+    explicit Daemon(const nlohmann::json& config, const std::map<std::string, std::string>& env = {},
+                    const std::function<bool()>& in_child = {});
     ~Daemon(); // SIGTERM, then waits (SIGKILL after 20 s)
 
     const std::string& socket() const noexcept { return socket_; }
@@ -83,6 +87,7 @@ public:
     nlohmann::json request(const nlohmann::json& body); // send_frame + read_reply (throws on close)
     // True when the daemon closed the connection (EOF or a reset) within `limit`.
     bool closed_by_peer(std::chrono::milliseconds limit = std::chrono::milliseconds(5000));
+    int fd() const noexcept { return fd_; }
 
 private:
     int fd_ = -1;

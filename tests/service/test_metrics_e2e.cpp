@@ -1,52 +1,16 @@
 // The optional loopback HTTP listener for Prometheus.
 #include "fixture.h"
+#include "probes.h"
 
-#include <arpa/inet.h>
 #include <catch2/catch.hpp>
-#include <cstring>
-#include <netinet/in.h>
+#include <cerrno>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <thread>
 #include <unistd.h>
 
 using namespace canopy::e2e;
 using nlohmann::json;
-
-namespace {
-
-// A loopback port that was free a moment ago.
-int free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    socklen_t len = sizeof addr;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    ::close(fd);
-    return ntohs(addr.sin_port);
-}
-
-// One HTTP/1.0 GET; returns the whole response.
-std::string http_get(int port, const std::string& path) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<std::uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    const std::string request = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
-    REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size()));
-    std::string response;
-    char buf[4096];
-    ssize_t n;
-    while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) {
-        response.append(buf, static_cast<std::size_t>(n));
-    }
-    ::close(fd);
-    return response;
-}
-
-} // namespace
 
 TEST_CASE("the metrics listener serves Prometheus text on loopback and 404 elsewhere", "[service]") {
     const int port = free_port();
@@ -67,4 +31,72 @@ TEST_CASE("the metrics listener serves Prometheus text on loopback and 404 elsew
     const auto cli = d.cli({"metrics"});
     CHECK(cli.rc == 0);
     CHECK(cli.out.find("canopy_tasks_total{state=\"completed\"} 1") != std::string::npos);
+}
+
+TEST_CASE("1500 idle connections to the metrics port are closed by the listener and leave the control socket serving",
+          "[service][limits]") {
+    constexpr int IDLE = 1500;
+    rlimit own{};
+    ::getrlimit(RLIMIT_NOFILE, &own);
+    if (own.rlim_max < IDLE + 256) {
+        WARN("skipped: this process may open only " << own.rlim_max << " file descriptors");
+        return;
+    }
+    const rlimit before = own;
+    own.rlim_cur = own.rlim_max;
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &own) == 0);
+    const int port = free_port();
+    json config = e2e_config(1, 1);
+    config["metrics"] = {{"listen", "127.0.0.1:" + std::to_string(port)}};
+    // The daemon runs with the usual soft limit of 1024 descriptors: fewer than the idle connections.
+    Daemon d(config, {}, [] {
+        rlimit limit{};
+        ::getrlimit(RLIMIT_NOFILE, &limit);
+        limit.rlim_cur = 1024;
+        return ::setrlimit(RLIMIT_NOFILE, &limit) == 0;
+    });
+    const auto opened = std::chrono::steady_clock::now(); // before any of them is accepted
+    std::vector<int> idle;
+    for (int i = 0; i < IDLE; ++i) {
+        idle.push_back(tcp_connect(port));
+    }
+    const auto status = d.cli({"status"});
+    CHECK(status.rc == 0);
+
+    // Every idle connection ends without a byte of response: past the 64 the listener serves at once, or
+    // after the 5 s head timeout.
+    std::size_t closed = 0;
+    std::size_t answered = 0;
+    const auto deadline = opened + std::chrono::seconds(20);
+    std::vector<bool> done(idle.size(), false);
+    while (closed < idle.size() && std::chrono::steady_clock::now() < deadline) {
+        for (std::size_t i = 0; i < idle.size(); ++i) {
+            if (done[i]) {
+                continue;
+            }
+            char c;
+            const ssize_t n = ::recv(idle[i], &c, 1, MSG_DONTWAIT);
+            if (n == 0 || (n < 0 && errno == ECONNRESET)) {
+                done[i] = true;
+                ++closed;
+            } else if (n > 0) {
+                done[i] = true;
+                ++closed;
+                ++answered;
+            }
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    CHECK(closed == idle.size());
+    CHECK(answered == 0);
+    CHECK(std::chrono::steady_clock::now() - opened >= std::chrono::seconds(5)); // the last 64 waited their timeout
+    for (const int fd : idle) {
+        ::close(fd);
+    }
+    CHECK(http_get(port, "/metrics").rfind("HTTP/1.0 200 OK\r\n", 0) == 0);
+    CHECK(d.cli({"status"}).rc == 0);
+    const std::string log = d.log();
+    CHECK(log.find("metrics listener: 64 connections open, the most it serves") != std::string::npos);
+    CHECK(log.find("accept failed") == std::string::npos);
+    ::setrlimit(RLIMIT_NOFILE, &before);
 }
