@@ -57,6 +57,8 @@ public:
 
     void start() {
         if (!server_.allowed(peer_)) {
+            server_.log_->warn("control: refused pid {} uid {} gid {}: not in control.allow_uids or allow_gids",
+                               peer_.pid, peer_.uid, peer_.gid);
             closing_ = true;
             enqueue_now(dump(error_reply("UNAUTHORIZED", "uid " + std::to_string(peer_.uid) + " (gid " +
                                                              std::to_string(peer_.gid) +

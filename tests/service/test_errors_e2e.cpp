@@ -162,6 +162,10 @@ TEST_CASE("every error code reachable from the CLI comes with its exit code, JSO
         CHECK_THAT(error_message_of(parsed, row.task), Catch::Contains(row.message));
     }
 
+    // The refused peer is in the log, with its uid.
+    CHECK(d.log().find("control: refused pid") != std::string::npos);
+    CHECK(d.log().find("uid 65534 gid") != std::string::npos);
+
     // A read that fails removes its output file rather than leaving it partial.
     const auto partial = write_file(files.path, "partial.bin", "old contents");
     CHECK(d.cli({"buffer", "read", buf, "--to", partial, "--offset", "4000", "--bytes", "200"}).rc == 1);

@@ -5,6 +5,7 @@
 #include "fixture.h"
 #include "helpers.h"
 #include "probes.h"
+#include "tests/skip.h"
 
 #include <catch2/catch.hpp>
 #include <fcntl.h>
@@ -233,8 +234,7 @@ TEST_CASE("a buffer over 2^48 bytes is refused with BAD_REQUEST naming the size 
 TEST_CASE("a shm buffer larger than the free space of /dev/shm is refused by name and leaves nothing behind",
           "[service][limits]") {
     if (::geteuid() != 0) {
-        WARN("skipped: needs root to mount a small tmpfs over /dev/shm in a private mount namespace");
-        return;
+        CANOPY_SKIP("needs root to mount a small tmpfs over /dev/shm in a private mount namespace");
     }
     constexpr std::uint64_t MIB = 1024 * 1024;
     Daemon d(e2e_config(1, 1), {}, small_dev_shm(16 * MIB));
