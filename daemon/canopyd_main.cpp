@@ -18,6 +18,7 @@
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 namespace {
 
@@ -47,6 +48,24 @@ std::shared_ptr<spdlog::logger> make_logger(const config::LogConfig& cfg) {
     }
     log->set_level(static_cast<spdlog::level::level_enum>(static_cast<int>(cfg.level)));
     return log;
+}
+
+// Raises the soft limit of open files to the hard one: every child takes a mailbox, a socket pair and the
+// fds of the buffers it maps, and a soft limit of 1024 (the usual default outside systemd) runs out long
+// before the hard one does. Returns the limit in force.
+rlim_t raise_fd_limit() {
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+        return 0;
+    }
+    if (limit.rlim_cur < limit.rlim_max) {
+        rlimit raised = limit;
+        raised.rlim_cur = limit.rlim_max;
+        if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+            return raised.rlim_cur;
+        }
+    }
+    return limit.rlim_cur;
 }
 
 } // namespace
@@ -83,6 +102,7 @@ int main(int argc, char** argv) {
     }
     try {
         auto log = make_logger(cfg.log);
+        log->debug("open file limit: {}", raise_fd_limit());
         daemon::Service service(cfg, log);
         return service.run();
     } catch (const std::exception& e) {

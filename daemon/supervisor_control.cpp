@@ -18,8 +18,13 @@ void Supervisor::control_loop(ChildSlot& slot, Incarnation& inc) {
         std::size_t n = 0;
         try {
             n = ipc::recv_message(inc.control.get(), buffer, fds);
-        } catch (const std::exception&) {
-            return;
+        } catch (const ipc::SysError&) {
+            return; // the socket is gone; the child's exit is handled by the zygote event
+        } catch (const std::exception& e) {
+            // A message whose fds could not all be received (this process is out of fds) is dropped whole;
+            // the channel stays open for the next one.
+            log_->warn("worker {}: dropped a control message: {}", slot.path, e.what());
+            continue;
         }
         if (n < sizeof m) {
             return; // EOF, or a child that speaks something else: its exit is handled by the zygote event

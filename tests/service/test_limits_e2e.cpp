@@ -7,11 +7,14 @@
 #include "probes.h"
 #include "tests/skip.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <filesystem>
+#include <fstream>
 #include <poll.h>
 #include <sched.h>
+#include <sstream>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -24,12 +27,14 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Lowers the soft limit of file descriptors of the calling process to `n`.
+// Lowers the limit of file descriptors of the calling process to `n`, soft and hard.
 std::function<bool()> fd_limit(rlim_t n) {
     return [n] {
         rlimit limit{};
         ::getrlimit(RLIMIT_NOFILE, &limit);
+        // The hard limit too: canopyd raises its soft limit to the hard one at start.
         limit.rlim_cur = n;
+        limit.rlim_max = n;
         return ::setrlimit(RLIMIT_NOFILE, &limit) == 0;
     };
 }
@@ -268,4 +273,30 @@ TEST_CASE("a shm buffer larger than the free space of /dev/shm is refused by nam
     CHECK(files_in(shm).size() == 1);
     CHECK(files_in(d.dir() / "state" / "journal").size() == 1);
     CHECK(d.cli({"status"}).rc == 0);
+}
+
+TEST_CASE("canopyd raises its soft limit of open files to the hard limit", "[service][limits]") {
+    const auto soft_below_hard = [] {
+        rlimit limit{};
+        ::getrlimit(RLIMIT_NOFILE, &limit);
+        limit.rlim_max = std::min<rlim_t>(limit.rlim_max, 4096);
+        limit.rlim_cur = 256;
+        return ::setrlimit(RLIMIT_NOFILE, &limit) == 0;
+    };
+    Daemon d(e2e_config(1, 0), {}, soft_below_hard);
+    std::ifstream in("/proc/" + std::to_string(d.pid()) + "/limits");
+    std::string line;
+    std::string open_files;
+    while (std::getline(in, line)) {
+        if (line.rfind("Max open files", 0) == 0) {
+            open_files = line;
+        }
+    }
+    INFO(open_files);
+    std::istringstream fields(open_files.substr(std::string("Max open files").size()));
+    rlim_t soft = 0;
+    rlim_t hard = 0;
+    fields >> soft >> hard;
+    CHECK(hard <= 4096);
+    CHECK(soft == hard);
 }

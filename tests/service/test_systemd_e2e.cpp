@@ -53,6 +53,8 @@ public:
         return false;
     }
     const std::string& received() const { return received_; }
+    // Forgets what was received, so that the next wait_for sees only later notifications.
+    void clear() { received_.clear(); }
 
 private:
     std::string path_;
@@ -112,12 +114,14 @@ TEST_CASE("STATUS= and canopy status follow a worker that dies and is revived", 
              {{"NOTIFY_SOCKET", notify.path()}});
     REQUIRE(notify.wait_for("READY=1", std::chrono::seconds(10)));
     CHECK(d.cli({"status"}).rc == 0);
+    notify.clear();
     CHECK(d.cli({"submit", "abort", "--on", "chip0", "--wait"}).rc == 1);
     REQUIRE(
         notify.wait_for("STATUS=1/2 workers up; /chip0 dead: killed by signal 6 (SIGABRT)", std::chrono::seconds(10)));
     const Output dead = d.cli({"status"});
     CHECK(dead.rc == 1);
     CHECK(has_row(dead.out, {"chip0", "dead"}));
+    notify.clear();
     const Output restart = d.cli({"worker", "restart", "chip0"});
     CHECK(restart.rc == 0);
     CHECK(restart.out == "worker chip0 restarts\n");
