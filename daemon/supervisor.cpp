@@ -134,16 +134,32 @@ void Supervisor::start() {
 void Supervisor::spawn(ChildSlot& slot) {
     auto inc = std::make_unique<Incarnation>();
     Incarnation* raw = inc.get();
+    bool start_failed = false;
     {
         std::lock_guard lock(slot.mu);
         if (stopping_ || slot.live) {
             return;
         }
-        inc->generation = ++slot.generation;
-        slot.state = WorkerState::STARTING;
-        inc->mailbox = std::make_unique<ipc::MailboxParent>(inc->generation);
-        inc->spawned_at = Clock::now();
-        slot.live = std::move(inc);
+        try {
+            inc->mailbox = std::make_unique<ipc::MailboxParent>(slot.generation + 1);
+        } catch (const std::exception& e) {
+            // Out of fds or memory: this start fails like a death, and the restart policy decides what next.
+            slot.last_exit = std::string("could not be started: ") + e.what();
+            const std::string line = after_death_locked(slot, EndCause::EXITED, -1, 0);
+            log_->log(slot.state == WorkerState::DEAD ? spdlog::level::err : spdlog::level::warn, "{}", line);
+            start_failed = true;
+        }
+        if (!start_failed) {
+            inc->generation = ++slot.generation;
+            slot.state = WorkerState::STARTING;
+            inc->spawned_at = Clock::now();
+            slot.live = std::move(inc);
+        }
+    }
+    if (start_failed) {
+        notify_events(); // the housekeeping thread learns of the restart now due
+        changed();
+        return;
     }
     std::optional<ipc::UniqueFd> theirs;
     try {
@@ -369,8 +385,8 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why, EndCau
 }
 
 std::string Supervisor::after_death_locked(ChildSlot& slot, EndCause cause, pid_t pid, std::size_t failed_tasks) {
-    const std::string who =
-        slot.path + " (pid " + (pid > 0 ? std::to_string(pid) : std::string("not yet known")) + ") ";
+    // A child that never got a pid (its start failed, or its zygote died first) is named by its path alone.
+    const std::string who = slot.path + (pid > 0 ? " (pid " + std::to_string(pid) + ") " : std::string(" "));
     if (stopping_ || cause == EndCause::STOPPED) {
         slot.state = WorkerState::STOPPED;
         return {};
@@ -393,16 +409,34 @@ std::string Supervisor::after_death_locked(ChildSlot& slot, EndCause cause, pid_
            std::to_string(slot.restarts) + " in " + std::to_string(d.delay.count()) + " ms";
 }
 
-// REQUIRES slot.mu (events_mu_ is taken after it here, as everywhere a slot's state decides a restart).
+// REQUIRES slot.mu. restart_mu_ is a leaf lock, so this never waits on events_mu_, which is taken before slot
+// mutexes; the caller notifies events_cv_ once it released slot.mu.
 void Supervisor::schedule_restart(ChildSlot& slot, std::chrono::milliseconds delay) {
-    std::lock_guard events_lock(events_mu_);
+    std::lock_guard restart_lock(restart_mu_);
     restarts_due_.emplace(Clock::now() + delay, &slot);
+}
+
+// The restart due first, if any is due by now; it is taken off the list.
+ChildSlot* Supervisor::take_due_restart() {
+    std::lock_guard restart_lock(restart_mu_);
+    if (restarts_due_.empty() || restarts_due_.begin()->first > Clock::now()) {
+        return nullptr;
+    }
+    ChildSlot* slot = restarts_due_.begin()->second;
+    restarts_due_.erase(restarts_due_.begin());
+    return slot;
 }
 
 void Supervisor::housekeeping_loop() {
     std::unique_lock lock(events_mu_);
     while (!stopping_) {
-        auto wake = restarts_due_.empty() ? Clock::time_point::max() : restarts_due_.begin()->first;
+        auto wake = Clock::time_point::max();
+        {
+            std::lock_guard restart_lock(restart_mu_);
+            if (!restarts_due_.empty()) {
+                wake = restarts_due_.begin()->first;
+            }
+        }
         for (const auto& slot : slots_) {
             std::lock_guard slot_lock(slot->mu);
             wake = std::min(wake, slot->deadline);
@@ -416,13 +450,11 @@ void Supervisor::housekeeping_loop() {
         lock.unlock();
         expire_deadlines();
         lock.lock();
-        while (!restarts_due_.empty() && restarts_due_.begin()->first <= Clock::now() && !stopping_) {
-            ChildSlot* slot = restarts_due_.begin()->second;
-            restarts_due_.erase(restarts_due_.begin());
-            lock.unlock();
+        lock.unlock();
+        while (ChildSlot* slot = stopping_ ? nullptr : take_due_restart()) {
             spawn(*slot);
-            lock.lock();
         }
+        lock.lock();
     }
 }
 

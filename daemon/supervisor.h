@@ -227,6 +227,7 @@ private:
     // Records the state after a death (REQUIRES slot.mu) and returns the line to log.
     std::string after_death_locked(ChildSlot& slot, EndCause cause, pid_t pid, std::size_t failed_tasks);
     void schedule_restart(ChildSlot& slot, std::chrono::milliseconds delay);
+    ChildSlot* take_due_restart();
     void changed() const;
     void housekeeping_loop();
     // Wakes events_cv_'s waiters; REQUIRES no slot mutex held (events_mu_ is taken before slot mutexes).
@@ -298,6 +299,7 @@ private:
     static constexpr std::chrono::milliseconds EVENT_SLICE{10};
     static constexpr std::chrono::milliseconds HOUSEKEEPING_SLICE{100};
     std::map<pid_t, ChildSlot*> by_pid_;
+    std::mutex restart_mu_; // guards restarts_due_; a leaf lock, taken under a slot's mu or events_mu_
     std::multimap<std::chrono::steady_clock::time_point, ChildSlot*> restarts_due_;
     std::thread event_thread_;
     std::thread housekeeping_thread_;

@@ -2,10 +2,13 @@
 // answered from kept state, and a bounded stop.
 #include "fixture.h"
 #include "lifecycle_support.h"
+#include "tests/skip.h"
 
 #include <catch2/catch.hpp>
+#include <fcntl.h>
 #include <future>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 using namespace canopy;
@@ -259,4 +262,50 @@ TEST_CASE("stop with a busy worker ends at the drain deadline plus the stop grac
     const auto took = std::chrono::steady_clock::now() - begin;
     CHECK(took < options.drain_timeout + Supervisor::STOP_GRACE + std::chrono::seconds(2));
     CHECK(result.get_future().get().code == ErrorCode::WORKER_DIED);
+}
+
+TEST_CASE("a worker that cannot be restarted for want of file descriptors is retried and comes back",
+          "[daemon][healing]") {
+#ifdef __SANITIZE_ADDRESS__ // the sanitizer build: ASan and UBSan together
+    CANOPY_SKIP("UBSan's vptr check needs a free file descriptor, which this test takes away");
+#endif
+    TempDir state;
+    CapturedLog log;
+    auto options = l3_options(state.path, 0, 1);
+    options.log = log.logger;
+    Supervisor sup(options);
+    sup.start();
+    const pid_t pid = worker_status(sup, "/sub0")->pid;
+    rlimit saved{};
+    REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved) == 0);
+    struct Restore {
+        rlimit limit;
+        ~Restore() { ::setrlimit(RLIMIT_NOFILE, &limit); }
+    } restore{saved};
+    // Every descriptor below the limit is taken, also the ones the dead worker's incarnation gives back.
+    rlimit none = saved;
+    none.rlim_cur = std::min<rlim_t>(saved.rlim_cur, 512);
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &none) == 0);
+    std::vector<ipc::UniqueFd> hogs;
+    const auto hog_all = [&] {
+        for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) {
+            hogs.emplace_back(fd);
+        }
+    };
+    hog_all();
+    REQUIRE(::kill(pid, SIGKILL) == 0);
+    const bool refused = eventually([&] {
+        hog_all();
+        return !log.matching({"worker /sub0", "could not be started"}).empty();
+    });
+    hogs.clear();
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &saved) == 0);
+    INFO(log.dump());
+    CHECK(refused);
+    CHECK_FALSE(log.matching({"could not be started", "Too many open files", "restart"}).empty());
+    REQUIRE(eventually([&] {
+        const auto w = worker_status(sup, "/sub0");
+        return w->state == WorkerState::RUNNING && w->pid != pid;
+    }));
+    CHECK(sup.run(task("sleep_ms", "sub0", {}, {ScalarArg::i64(0)})).ok());
 }

@@ -100,6 +100,9 @@ std::vector<std::string> files_in(const std::filesystem::path& dir) {
 TEST_CASE("while accepts fail for want of file descriptors canopyd stays idle, fails a buffer create by name, "
           "and serves again once descriptors are freed",
           "[service][limits]") {
+#ifdef __SANITIZE_ADDRESS__ // the sanitizer build: ASan and UBSan together
+    CANOPY_SKIP("UBSan's vptr check needs a free file descriptor, which this test takes away");
+#endif
     const int port = free_port();
     json config = e2e_config(1, 1);
     config["metrics"] = {{"listen", "127.0.0.1:" + std::to_string(port)}};
