@@ -184,7 +184,15 @@ TEST_CASE("a client that pipelines 600 buffer reads and reads none keeps canopyd
     }
     const std::uint64_t baseline = rss_bytes(d.pid());
 
+#ifdef __SANITIZE_ADDRESS__
+    // Under the sanitizers the daemon and this client move base64 about 25 times slower, and ASan's shadow
+    // memory blurs RSS: fewer replies, and the bound on memory is checked by the normal build alone.
+    constexpr int N = 100;
+    constexpr bool CHECK_RSS = false;
+#else
     constexpr int N = 600; // about 420 MiB of base64 replies
+    constexpr bool CHECK_RSS = true;
+#endif
     RawClient greedy(d.socket());
     std::string batch;
     for (int n = 0; n < N; ++n) {
@@ -205,12 +213,12 @@ TEST_CASE("a client that pipelines 600 buffer reads and reads none keeps canopyd
         }
     } sender{greedy, std::thread([&] { greedy.send_bytes(batch); })};
     REQUIRE(wait_for_log(d, "bytes of replies queued; reading no further request until it reads them", 20s));
-    CHECK(rss_bytes(d.pid()) < baseline + 200 * 1024 * 1024);
+    CHECK((!CHECK_RSS || rss_bytes(d.pid()) < baseline + 200 * 1024 * 1024));
 
     RawClient other(d.socket());
     CHECK(other.request({{"op", "status"}, {"id", "other"}}).at("id") == "other");
     CHECK(d.cli({"status"}).rc == 0);
-    CHECK(rss_bytes(d.pid()) < baseline + 200 * 1024 * 1024);
+    CHECK((!CHECK_RSS || rss_bytes(d.pid()) < baseline + 200 * 1024 * 1024));
 
     for (int n = 0; n < N; ++n) {
         const auto reply = greedy.read_reply(10000ms);
