@@ -13,6 +13,7 @@
 #include <string>
 // clang-format off
 #include <utility> // Boost 1.74's Asio needs it first under C++20
+#include <boost/asio/error.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 // clang-format on
@@ -36,6 +37,29 @@ public:
 
     // Failed accepts of the current run; 0 when the last accept succeeded.
     std::uint64_t failures() const noexcept { return failures_; }
+
+    // The accept loop both listeners run: accepts one connection on `acceptor` at a time and hands it to
+    // `admit`, pauses after a failure, and ends once `stopped` is true or the acceptor is closed. `stopped`
+    // and `admit` must outlive the loop (they belong to the listener that owns this AcceptBackoff).
+    template <class Acceptor, class Admit>
+    void accept_loop(Acceptor& acceptor, const bool& stopped, Admit admit) {
+        acceptor.async_accept([this, &acceptor, &stopped, admit](const boost::system::error_code& ec, auto socket) {
+            if (ec == boost::asio::error::operation_aborted || stopped) {
+                return;
+            }
+            if (ec) {
+                failed(ec, [this, &acceptor, &stopped, admit] {
+                    if (!stopped) {
+                        accept_loop(acceptor, stopped, admit);
+                    }
+                });
+                return;
+            }
+            succeeded();
+            admit(std::move(socket));
+            accept_loop(acceptor, stopped, admit);
+        });
+    }
 
 private:
     boost::asio::steady_timer timer_;

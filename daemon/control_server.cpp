@@ -374,22 +374,7 @@ void ControlServer::start() {
 }
 
 void ControlServer::do_accept() {
-    acceptor_.async_accept([this](const boost::system::error_code& ec, stream::socket socket) {
-        if (ec == asio::error::operation_aborted || stopped_) {
-            return;
-        }
-        if (ec) {
-            backoff_.failed(ec, [this] {
-                if (!stopped_) {
-                    do_accept();
-                }
-            });
-            return;
-        }
-        backoff_.succeeded();
-        admit(std::move(socket));
-        do_accept();
-    });
+    backoff_.accept_loop(acceptor_, stopped_, [this](stream::socket socket) { admit(std::move(socket)); });
 }
 
 void ControlServer::admit(stream::socket socket) {

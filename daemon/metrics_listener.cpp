@@ -89,22 +89,7 @@ void MetricsListener::start() {
 }
 
 void MetricsListener::do_accept() {
-    acceptor_.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
-        if (ec == asio::error::operation_aborted || stopped_) {
-            return;
-        }
-        if (ec) {
-            backoff_.failed(ec, [this] {
-                if (!stopped_) {
-                    do_accept();
-                }
-            });
-            return;
-        }
-        backoff_.succeeded();
-        admit(std::move(socket));
-        do_accept();
-    });
+    backoff_.accept_loop(acceptor_, stopped_, [this](tcp::socket socket) { admit(std::move(socket)); });
 }
 
 void MetricsListener::admit(tcp::socket socket) {

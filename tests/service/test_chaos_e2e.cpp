@@ -29,18 +29,17 @@ const std::vector<std::string> WORKERS = {"sub0", "n0/chip0", "n0/sub0", "n1/chi
 
 json chaos_config() {
     const json node_chips = json::array({{{"device", 0}, {"backend", "sim"}}});
-    return {
-        {"node",
-         {{"name", "chaos"},
-          {"level", 4},
-          {"subs", 1},
-          {"nodes",
-           {{{"name", "n0"}, {"level", 3}, {"chips", node_chips}, {"subs", 1}},
-            {{"name", "n1"}, {"level", 3}, {"chips", node_chips}, {"subs", 1}}}}}},
-        {"supervision",
-         {{"restart_budget", 1000}, {"backoff_initial_ms", 5}, {"backoff_max_ms", 20}, {"drain_timeout_ms", 3000}}},
-        {"testing", {{"fault_kernels", true}}},
-        {"log", {{"level", "info"}}}};
+    return {{"node",
+             {{"name", "chaos"},
+              {"level", 4},
+              {"subs", 1},
+              {"nodes",
+               {{{"name", "n0"}, {"level", 3}, {"chips", node_chips}, {"subs", 1}},
+                {{"name", "n1"}, {"level", 3}, {"chips", node_chips}, {"subs", 1}}}}}},
+            {"supervision",
+             {{"restart_budget", 1000}, {"backoff_initial_ms", 5}, {"backoff_max_ms", 20}, {"drain_timeout_ms", 3000}}},
+            {"testing", {{"fault_kernels", true}}},
+            {"log", {{"level", "info"}}}};
 }
 
 struct Tally {

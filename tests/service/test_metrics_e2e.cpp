@@ -1,7 +1,7 @@
 // The optional loopback HTTP listener for Prometheus.
 #include "fixture.h"
-#include "tests/skip.h"
 #include "probes.h"
+#include "tests/skip.h"
 
 #include <catch2/catch.hpp>
 #include <cerrno>
