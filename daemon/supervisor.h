@@ -2,8 +2,11 @@
 // Supervisor: one class for L3 and L4 (the level is a label). It forks the zygote before any thread
 // exists, has it fork one process per configured child (chip, sub, or a nested supervisor), dispatches
 // tasks to them through their mailboxes, restarts children that die (exponential back-off, restart
-// budget, then DEAD: tasks aimed at a dead worker fail fast), owns the buffers it creates, and stops
-// gracefully.
+// budget, then DEAD: tasks aimed at a dead worker fail fast), replaces a dead zygote with its standby and
+// restarts every child through it (or calls on_fatal when it cannot), logs every such event once, owns the
+// buffers it creates, and stops gracefully.
+//
+// Lock order: events_mu_, then a slot's mu, then restart_mu_ or modules_mu_ (leaf locks).
 //
 // Lifecycle: construct (forks the zygote: REQUIRES a single-threaded process), start() (spawns every
 // child and waits until each is up), then submit/run/create_buffer/... from any thread, then stop()
