@@ -42,6 +42,17 @@ json chaos_config() {
             {"log", {{"level", "info"}}}};
 }
 
+// One request and its reply, given more time than RawClient::request's 5 s: under the sanitizers on a loaded
+// machine a reply can take longer while workers restart. Throws when no reply comes.
+json ask(RawClient& c, const json& request) {
+    c.send_frame(request.dump());
+    auto reply = c.read_reply(std::chrono::milliseconds(30000));
+    if (!reply) {
+        throw std::runtime_error("no reply within 30 s to " + request.dump().substr(0, 80));
+    }
+    return std::move(*reply);
+}
+
 struct Tally {
     std::mutex mu;
     std::set<std::uint64_t> ids;
@@ -70,7 +81,7 @@ void client(const std::string& socket, const std::string& buffer, std::size_t in
         RawClient c(socket);
         for (std::size_t round = 0; !stop; ++round) {
             const json g = graph(buffer, rng, round);
-            const auto reply = c.request({{"op", "run"}, {"graph", g}, {"wait", true}});
+            const auto reply = ask(c, {{"op", "run"}, {"graph", g}, {"wait", true}});
             std::lock_guard lock(tally.mu);
             if (reply.value("ok", false) != true || reply.at("tasks").size() != g.at("tasks").size()) {
                 tally.problems.push_back("run: " + reply.dump());
@@ -97,7 +108,7 @@ void client(const std::string& socket, const std::string& buffer, std::size_t in
 }
 
 bool whole(RawClient& observer, std::size_t workers) {
-    const json status = observer.request({{"op", "status"}});
+    const json status = ask(observer, {{"op", "status"}});
     const auto& list = status.at("workers");
     if (list.size() != workers) {
         return false;
@@ -131,7 +142,7 @@ struct Kill {
 // found as the parent of a worker it forked (a promoted standby is nobody's child in the tree), its
 // standby as its child.
 std::optional<Kill> pick(RawClient& observer, std::mt19937& rng) {
-    const json status = observer.request({{"op", "status"}});
+    const json status = ask(observer, {{"op", "status"}});
     std::vector<Kill> choices;
     std::set<pid_t> zygotes;
     for (const auto& w : status.at("workers")) {
@@ -187,9 +198,22 @@ TEST_CASE("chaos: every task ends once while chips, subs, nodes and zygotes are 
 
     std::atomic<bool> stop{false};
     Tally tally;
-    std::vector<std::thread> clients;
+    // The clients stop and are joined however this scope ends, a failed REQUIRE included.
+    struct Clients {
+        std::atomic<bool>& stop;
+        std::vector<std::thread> threads;
+        void join() {
+            stop = true;
+            for (auto& t : threads) {
+                if (t.joinable()) {
+                    t.join();
+                }
+            }
+        }
+        ~Clients() { join(); }
+    } clients{stop, {}};
     for (std::size_t i = 0; i < CLIENTS; ++i) {
-        clients.emplace_back(client, d.socket(), buffers[i], i, std::cref(stop), std::ref(tally));
+        clients.threads.emplace_back(client, d.socket(), buffers[i], i, std::cref(stop), std::ref(tally));
     }
 
     std::mt19937 rng(12345);
@@ -204,10 +228,7 @@ TEST_CASE("chaos: every task ends once while chips, subs, nodes and zygotes are 
         INFO("after killing " << (victim ? victim->what : "nothing") << "\n" << d.log());
         REQUIRE(wait_whole(observer, workers, std::chrono::seconds(20)));
     }
-    stop = true;
-    for (auto& t : clients) {
-        t.join();
-    }
+    clients.join();
 
     INFO(d.log());
     for (const auto& p : tally.problems) {
