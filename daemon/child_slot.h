@@ -77,7 +77,8 @@ struct ChildSlot {
     std::uint64_t oldest_dispatch = 0;                        // the frame the worker runs now (the oldest in flight)
     std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
     std::uint64_t timed_out_task = 0; // the task whose timeout killed the current incarnation
-    // Nested nodes: tasks done and failed per worker below (full path), counted as their results come back.
+    // Nested nodes: tasks done and failed per worker below, by its path below the node ("chip1"), counted as
+    // their results come back.
     std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> nested_counts;
 };
 

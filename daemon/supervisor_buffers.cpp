@@ -228,7 +228,9 @@ std::vector<WorkerStatus> Supervisor::status() const {
                 nested.uptime_s += age;
             }
             // Counted here, per task forwarded: the node's own counters start over when it restarts.
-            const auto counts = slot->nested_counts.find(nested.path);
+            const auto counts = nested.path.size() > slot->path.size()
+                                    ? slot->nested_counts.find(nested.path.substr(slot->path.size() + 1))
+                                    : slot->nested_counts.end();
             nested.tasks_done = counts == slot->nested_counts.end() ? 0 : counts->second.first;
             nested.tasks_failed = counts == slot->nested_counts.end() ? 0 : counts->second.second;
             out.push_back(std::move(nested));

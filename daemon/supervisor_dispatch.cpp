@@ -468,7 +468,7 @@ void count_result(ChildSlot& slot, const PendingTask& task, ErrorCode code) {
     }
     (code == ErrorCode::OK ? slot.tasks_done : slot.tasks_failed)++;
     if (!task.target.empty()) {
-        auto& counts = slot.nested_counts[slot.path + "/" + task.target];
+        auto& counts = slot.nested_counts[task.target];
         (code == ErrorCode::OK ? counts.first : counts.second)++;
     }
 }

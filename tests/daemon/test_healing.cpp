@@ -130,6 +130,10 @@ TEST_CASE("the zygote of a nested node heals inside the node", "[daemon][healing
     }));
     CHECK(worker_status(sup, "/node0")->pid == node);
     CHECK(sup.run(task("sleep_ms", "/node0/chip1", {}, {ScalarArg::i64(1)})).ok());
+    // The parent counts the tasks of the node's workers itself, across the node's own restarts.
+    CHECK(sup.run(task("sleep_ms", "/node0/chip1", {}, {ScalarArg::i64(1)})).ok());
+    CHECK(worker_status(sup, "/node0/chip1")->tasks_done == 2);
+    CHECK(worker_status(sup, "/node0/chip0")->tasks_done == 0);
 }
 
 TEST_CASE("worker restart revives a worker marked dead", "[daemon][healing]") {
