@@ -111,51 +111,30 @@ int Service::run() {
     return exit_code_;
 }
 
-// The io thread's loop: it runs ready handlers and, for SERVE_SPIN after the last one, polls the socket and
-// the children's mailboxes instead of sleeping in epoll_wait. A client's next request, and a task's result,
-// that arrive within that window are then picked up without waking a thread (waking a sleeping thread on an
-// idle CPU costs 15-30 us on a small virtual machine, more than the rest of a no-op task's round trip).
-// An idle daemon sleeps.
+// The io thread's loop: it runs ready handlers and, for SERVE_SPIN after the last one, polls for more instead
+// of sleeping in epoll_wait. A client's next request, and a result a completion thread posts, that arrive
+// within that window are then picked up without waking this thread (waking a sleeping thread on an idle CPU
+// costs 15-30 us on a small virtual machine, more than the rest of a no-op task's round trip). An idle daemon
+// sleeps. The children's mailboxes are not polled here: each has one owner, its completion thread.
 void Service::serve() {
     using Clock = std::chrono::steady_clock;
     auto last_work = Clock::now();
-    bool polling = false;
     std::uint32_t spins = 0;
     while (!io_.stopped()) {
-        std::size_t done = io_.poll();
-        if (polling) {
-            done += supervisor_.poll_completions();
-        }
-        if (done > 0) {
+        if (io_.poll() > 0) {
             last_work = Clock::now();
-            if (polling) {
-                // A client woken by a reply written just now is queued on this CPU (the kernel places the
-                // reader of a socket near its writer): let it run before this thread spins on.
-                ::sched_yield();
-            }
             continue;
         }
         if (io_.stopped()) {
             break;
         }
         if (Clock::now() - last_work < SERVE_SPIN) {
-            if (!polling) {
-                supervisor_.begin_polling();
-                polling = true;
-            }
             ipc::spin_pause(spins++, SERVE_YIELD_EVERY);
             continue;
-        }
-        if (polling) {
-            supervisor_.end_polling();
-            polling = false;
         }
         if (io_.run_one() > 0) {
             last_work = Clock::now();
         }
-    }
-    if (polling) {
-        supervisor_.end_polling();
     }
 }
 

@@ -145,7 +145,7 @@ void Supervisor::spawn(ChildSlot& slot) {
         } catch (const std::exception& e) {
             // Out of fds or memory: this start fails like a death, and the restart policy decides what next.
             slot.last_exit = std::string("could not be started: ") + e.what();
-            const std::string line = after_death_locked(slot, EndCause::EXITED, -1, 0);
+            const std::string line = after_death_locked(slot, EndCause::EXITED, -1, 0, {});
             log_->log(slot.state == WorkerState::DEAD ? spdlog::level::err : spdlog::level::warn, "{}", line);
             start_failed = true;
         }
@@ -309,12 +309,18 @@ void Supervisor::on_exited(pid_t pid, int status) {
 
 void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why, EndCause cause, std::uint32_t generation) {
     std::unique_ptr<Incarnation> inc;
+    Clock::duration uptime{};
     {
         std::lock_guard lock(slot.mu);
         if (!slot.live || (generation != 0 && slot.live->generation != generation)) {
             return;
         }
         inc = std::move(slot.live);
+        // Until the restart policy decides below, the slot reads as restarting: never running without a child.
+        uptime = slot.state == WorkerState::RUNNING ? Clock::now() - slot.running_since : Clock::duration{};
+        if (slot.state == WorkerState::RUNNING || slot.state == WorkerState::STARTING) {
+            slot.state = WorkerState::RESTARTING;
+        }
         const bool fatal_reported = slot.fatal;
         slot.last_exit = fatal_reported ? slot.last_exit + "; " + why : why;
     }
@@ -365,7 +371,7 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why, EndCau
         slot.in_flight.clear();
         slot.timed_out_task = 0;
         slot.deadline = Clock::time_point::max();
-        line = after_death_locked(slot, cause, inc->pid, lost);
+        line = after_death_locked(slot, cause, inc->pid, lost, uptime);
         dead = slot.state == WorkerState::DEAD;
         if (dead) {
             fail_all_locked(slot, ErrorCode::WORKER_DIED,
@@ -384,14 +390,14 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why, EndCau
     changed();
 }
 
-std::string Supervisor::after_death_locked(ChildSlot& slot, EndCause cause, pid_t pid, std::size_t failed_tasks) {
+std::string Supervisor::after_death_locked(ChildSlot& slot, EndCause cause, pid_t pid, std::size_t failed_tasks,
+                                           std::chrono::steady_clock::duration uptime) {
     // A child that never got a pid (its start failed, or its zygote died first) is named by its path alone.
     const std::string who = slot.path + (pid > 0 ? " (pid " + std::to_string(pid) + ") " : std::string(" "));
     if (stopping_ || cause == EndCause::STOPPED) {
         slot.state = WorkerState::STOPPED;
         return {};
     }
-    const auto uptime = slot.state == WorkerState::RUNNING ? Clock::now() - slot.running_since : Clock::duration{};
     const RestartDecision d = zygote_lost_
                                   ? RestartDecision{}
                                   : policy_.on_death(slot.failures, uptime, slot.fatal, cause != EndCause::ZYGOTE_DIED);

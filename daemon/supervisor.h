@@ -137,18 +137,6 @@ public:
     std::uint64_t submit(TaskRequest request, TaskCallback done);
     // Submits and waits for the result.
     TaskResult run(TaskRequest request);
-    // Takes the results the children have published and runs their callbacks on the calling thread, as
-    // each child's completion thread does when it wakes. A caller that is polling anyway (the service's io
-    // thread between requests) gets a short task's result without waiting for that thread to be woken and
-    // scheduled. Skips a child whose lock is busy. Returns the number of results taken.
-    std::size_t poll_completions();
-    // Between begin_polling() and end_polling() the caller promises to call poll_completions() often; the
-    // completion threads then stop spinning on the mailboxes and sleep, so that on a machine with few cores
-    // they neither compete with the poller for a CPU nor make the children wake them. A completion thread
-    // still takes its child's results itself whenever the poller has not polled for options().poller_stale
-    // (it is busy with a long request). Called by one thread.
-    void begin_polling();
-    void end_polling();
     // The submit-time checks alone (worker, kernel signature, every tensor, buffers, access,
     // reachability, PE range); throws RequestError.
     void check(const TaskRequest& request) const;
@@ -228,7 +216,9 @@ private:
     void end_incarnation(ChildSlot& slot, const std::string& why, EndCause cause = EndCause::EXITED,
                          std::uint32_t generation = 0);
     // Records the state after a death (REQUIRES slot.mu) and returns the line to log.
-    std::string after_death_locked(ChildSlot& slot, EndCause cause, pid_t pid, std::size_t failed_tasks);
+    // `uptime`: how long the incarnation had been running (zero if it never came up).
+    std::string after_death_locked(ChildSlot& slot, EndCause cause, pid_t pid, std::size_t failed_tasks,
+                                   std::chrono::steady_clock::duration uptime);
     void schedule_restart(ChildSlot& slot, std::chrono::milliseconds delay);
     ChildSlot* take_due_restart();
     void changed() const;
@@ -317,11 +307,6 @@ private:
     // Fds of the parent's device buffers, fetched once per child that asked: key = identity text + " " + path.
     std::mutex reexport_mu_;
     std::map<std::string, std::pair<CanonicalIdentity, worker::VmmFds>> reexports_;
-
-    std::atomic<bool> polled_{false};            // begin_polling() .. end_polling()
-    std::atomic<std::uint64_t> last_poll_ns_{0}; // the poller's last poll_completions(), monotonic ns
-    std::mutex park_mu_;
-    std::condition_variable park_cv_; // completion threads sleeping while polled_
 
     mutable std::mutex modules_mu_; // guards modules_; taken after a slot's mu, never before one
     std::map<std::string, ModuleRecord> modules_;

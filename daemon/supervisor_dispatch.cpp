@@ -16,6 +16,8 @@ using Clock = std::chrono::steady_clock;
 
 // Spin iterations of run() before it blocks: about 20 us, the cost of a futex wake on a busy machine.
 constexpr std::uint32_t RUN_SPIN = 2000;
+// Spin iterations of a completion thread waiting for a frame in flight, before it blocks.
+constexpr std::uint32_t RESULT_SPIN = 2000;
 
 kernels::WorkerKind worker_kind(ChildKind kind) {
     return kind == ChildKind::SUB ? kernels::WorkerKind::SUB : kernels::WorkerKind::CHIP;
@@ -332,7 +334,7 @@ void Supervisor::arm_deadline_locked(ChildSlot& slot) {
 
 // Takes every published result of `inc` and refills its mailbox. REQUIRES slot.mu, with slot.live == &inc.
 // A poisoned mailbox (recorded in last_exit) gets its child killed, once; the exit event then fails the
-// in-flight tasks and restarts the child. Whoever harvests, completion thread or poller, sees it.
+// in-flight tasks and restarts the child.
 bool Supervisor::harvest_locked(ChildSlot& slot, Incarnation& inc,
                                 std::vector<std::pair<TaskCallback, TaskResult>>& results) {
     bool took = false;
@@ -366,51 +368,41 @@ bool Supervisor::harvest_locked(ChildSlot& slot, Incarnation& inc,
     }
 }
 
+// The one owner of the results of `inc`'s mailbox: nothing else polls it while the incarnation lives (after
+// its end, end_incarnation drains what is left, with this thread joined). Each turn reads the mailbox's activity
+// word before it harvests, so a result published after the read changes the word and the wait returns; one
+// published before is taken by the harvest. No result can be left behind a sleeping owner.
 void Supervisor::completion_loop(ChildSlot& slot, Incarnation& inc) {
+    if (options_.completion_thread_started) {
+        options_.completion_thread_started(slot.path);
+    }
     std::vector<std::pair<TaskCallback, TaskResult>> results;
-    std::uint32_t seen = inc.mailbox->activity();
-    while (!inc.ended) {
-        if (polled_.load(std::memory_order_acquire)) {
-            // The poller takes the results; sleep until it stops, checking every poller_stale that it still polls.
-            const auto stale = options_.poller_stale;
-            {
-                std::unique_lock lock(park_mu_);
-                park_cv_.wait_for(lock, stale, [&] { return !polled_.load() || inc.ended.load(); });
-            }
-            if (inc.ended) {
-                return;
-            }
-            // Signed: the poller may have stamped a time later than this thread's clock read.
-            const auto since_poll = static_cast<std::int64_t>(worker::monotonic_ns()) -
-                                    static_cast<std::int64_t>(last_poll_ns_.load(std::memory_order_relaxed));
-            if (polled_.load() && since_poll < static_cast<std::int64_t>(stale.count()) * 1000) {
-                continue;
-            }
-        } else {
-            inc.mailbox->wait_activity(seen, 2000, &polled_);
-            if (polled_.load()) {
-                continue; // a poller started meanwhile: the results are its to take
-            }
-        }
-        seen = inc.mailbox->activity();
+    for (;;) {
+        const std::uint32_t seen = inc.mailbox->activity();
         bool poisoned = false;
+        bool busy = false;
         {
             std::lock_guard lock(slot.mu);
             if (slot.live.get() != &inc) {
                 return;
             }
             poisoned = !harvest_locked(slot, inc, results);
+            busy = !slot.in_flight.empty();
         }
         for (auto& [done, result] : results) {
             if (done) {
                 done(std::move(result));
             }
         }
-        results.clear();
-        notify_drain();
-        if (poisoned) {
-            return; // harvest_locked killed the child; its exit event ends this incarnation
+        if (!results.empty()) {
+            notify_drain();
         }
+        results.clear();
+        if (poisoned || inc.ended.load(std::memory_order_acquire)) {
+            return; // a poisoned mailbox: harvest_locked killed the child, and its exit event ends this incarnation
+        }
+        // Spin only while a frame is in flight; an idle wait blocks at once, and the next submit wakes it.
+        inc.mailbox->wait_activity(seen, busy ? RESULT_SPIN : 0);
     }
 }
 
@@ -420,46 +412,6 @@ void Supervisor::notify_drain() {
     if (draining_.load(std::memory_order_relaxed)) {
         events_cv_.notify_all();
     }
-}
-
-void Supervisor::begin_polling() {
-    polled_.store(true, std::memory_order_seq_cst);
-    last_poll_ns_.store(worker::monotonic_ns(), std::memory_order_relaxed);
-    for (auto& slot : slots_) {
-        std::lock_guard lock(slot->mu);
-        if (slot->live) {
-            slot->live->mailbox->wake_waiters(); // a completion thread blocked on its mailbox goes to sleep instead
-        }
-    }
-}
-
-void Supervisor::end_polling() {
-    {
-        std::lock_guard lock(park_mu_);
-        polled_.store(false, std::memory_order_seq_cst);
-    }
-    park_cv_.notify_all();
-}
-
-std::size_t Supervisor::poll_completions() {
-    last_poll_ns_.store(worker::monotonic_ns(), std::memory_order_relaxed);
-    std::vector<std::pair<TaskCallback, TaskResult>> results;
-    for (auto& slot : slots_) {
-        std::unique_lock lock(slot->mu, std::try_to_lock);
-        if (!lock.owns_lock() || !slot->live || slot->in_flight.empty()) {
-            continue; // busy: its completion thread or a submitter has it
-        }
-        harvest_locked(*slot, *slot->live, results);
-    }
-    for (auto& [done, result] : results) {
-        if (done) {
-            done(std::move(result));
-        }
-    }
-    if (!results.empty()) {
-        notify_drain();
-    }
-    return results.size();
 }
 
 void count_result(ChildSlot& slot, const PendingTask& task, ErrorCode code) {

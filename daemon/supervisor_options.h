@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <spdlog/logger.h>
 #include <string>
@@ -50,9 +51,9 @@ struct SupervisorOptions {
     std::chrono::milliseconds backoff_max{5000};
     std::chrono::milliseconds ready_timeout{30000};
     std::chrono::milliseconds drain_timeout{10000};
-    // How long a poller (begin_polling) may go without polling before the completion threads take results
-    // themselves.
-    std::chrono::microseconds poller_stale{1000};
+    // Test seam: runs first on every child's completion thread, with the child's path (a test delays it to
+    // start the thread after the child has already published results).
+    std::function<void(const std::string&)> completion_thread_started;
     bool fault_kernels = false;
     // Whether the zygote keeps a standby that replaces it when it dies (without one, a zygote death is fatal).
     bool standby_zygote = true;

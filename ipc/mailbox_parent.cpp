@@ -69,6 +69,7 @@ std::uint64_t MailboxParent::submit(const Dispatch& d) {
         throw std::invalid_argument("task arguments of " + std::to_string(d.blob.size()) + " bytes exceed " +
                                     std::to_string(MAX_TASK_ARGS_BYTES));
     }
+    const bool was_idle = in_flight() == 0;
     TaskFrame* f = frame(next_dispatch_);
     copy_field(f->kernel, KERNEL_NAME_BYTES, d.kernel, "kernel name");
     copy_field(f->target, TARGET_PATH_BYTES, d.target, "target path");
@@ -84,6 +85,12 @@ std::uint64_t MailboxParent::submit(const Dispatch& d) {
     header()->submit_seq.fetch_add(1, std::memory_order_seq_cst);
     if (header()->child_sleeping.load(std::memory_order_seq_cst) != 0) {
         wake_child();
+    }
+    if (was_idle && header()->parent_sleeping.load(std::memory_order_seq_cst) != 0) {
+        // The result waiter sleeps without spinning while nothing is in flight: wake it now, so that it is
+        // spinning when this frame finishes instead of being woken by the child then. A waiter that has not
+        // announced itself yet is woken by the child as always.
+        wake_waiters();
     }
     return next_dispatch_++;
 }
@@ -171,22 +178,16 @@ std::uint32_t MailboxParent::activity() const noexcept {
     return low_word(&header()->complete_seq)->load(std::memory_order_seq_cst);
 }
 
-void MailboxParent::wait_activity(std::uint32_t seen, std::uint32_t spin, const std::atomic<bool>* give_up) noexcept {
+void MailboxParent::wait_activity(std::uint32_t seen, std::uint32_t spin) noexcept {
     MailboxHeader* h = header();
     auto* word = low_word(&h->complete_seq);
-    const std::uint32_t budget = activity_spin_.budget(spin);
+    const std::uint32_t budget = spin == 0 ? 0 : activity_spin_.budget(spin);
     for (std::uint32_t i = 0; i < budget; ++i) {
         if (word->load(std::memory_order_acquire) != seen) {
             activity_spin_.satisfied(spin);
             return;
         }
-        if (give_up != nullptr && give_up->load(std::memory_order_relaxed)) {
-            return;
-        }
         spin_pause(i);
-    }
-    if (give_up != nullptr && give_up->load(std::memory_order_seq_cst)) {
-        return;
     }
     const auto blocked_at = std::chrono::steady_clock::now();
     h->parent_sleeping.store(1, std::memory_order_seq_cst);
@@ -194,7 +195,9 @@ void MailboxParent::wait_activity(std::uint32_t seen, std::uint32_t spin, const 
         futex_wait(word, seen);
     }
     h->parent_sleeping.store(0, std::memory_order_relaxed);
-    activity_spin_.blocked(std::chrono::steady_clock::now() - blocked_at, spin);
+    if (spin > 0) {
+        activity_spin_.blocked(std::chrono::steady_clock::now() - blocked_at, spin);
+    }
 }
 
 void MailboxParent::wake_waiters() noexcept {

@@ -72,14 +72,15 @@ public:
     // passed (0 = no timeout). Spins up to `spin` iterations first. Returns whether a result is ready.
     bool wait(std::uint64_t timeout_ns, std::uint32_t spin = 2000);
 
-    // Thread-safe waiting for another thread than the one that submits: activity() is a counter the
-    // child bumps per finished frame (and wake_waiters() bumps too); wait_activity() returns once it
-    // differs from `seen`, spinning `spin` iterations before blocking on the futex. Both touch only
-    // atomics of the shared header. A wait whose `give_up` flag becomes true while it spins returns at once
-    // (a blocked wait is ended by wake_waiters()).
+    // Waiting for results on another thread than the one that submits: activity() is a counter the child
+    // bumps per finished frame (wake_waiters() bumps it too), and wait_activity() returns once it differs
+    // from `seen`. It spins up to `spin` iterations (adapted to how long recent waits took), then blocks on
+    // the futex; with spin 0 it blocks at once and leaves the adaptation alone. submit() of a frame into an
+    // empty ring wakes a blocked waiter, which can then spin while the frame runs. Both read only atomics of
+    // the shared header. One thread at a time waits (wait() or wait_activity()): the header has one
+    // parent_sleeping flag, which a second waiter would clear under the first when it woke.
     std::uint32_t activity() const noexcept;
-    void wait_activity(std::uint32_t seen, std::uint32_t spin = 2000,
-                       const std::atomic<bool>* give_up = nullptr) noexcept;
+    void wait_activity(std::uint32_t seen, std::uint32_t spin = 2000) noexcept;
 
     // Ends a concurrent wait() of this parent (the child also wakes it with every result).
     void wake_waiters() noexcept;

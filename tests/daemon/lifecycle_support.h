@@ -30,6 +30,9 @@ struct CapturedLog {
     std::vector<std::string> lines() const { return sink->last_formatted(); }
     // Lines that contain every one of `parts`.
     std::vector<std::string> matching(std::initializer_list<std::string> parts) const {
+        return matching(std::vector<std::string>(parts));
+    }
+    std::vector<std::string> matching(const std::vector<std::string>& parts) const {
         std::vector<std::string> out;
         for (const auto& line : lines()) {
             bool all = true;

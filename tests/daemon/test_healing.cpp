@@ -222,17 +222,23 @@ TEST_CASE("every worker death is logged once with its path, pid and signal", "[d
     sup.start();
     for (const std::string path : {"/chip0", "/sub0"}) {
         const pid_t pid = worker_status(sup, path)->pid;
+        INFO(path << ": killed pid " << pid);
+        REQUIRE(pid > 0);
         REQUIRE(::kill(pid, SIGKILL) == 0);
         REQUIRE(eventually([&] {
             const auto w = worker_status(sup, path);
             return w->state == WorkerState::RUNNING && w->pid != pid;
         }));
+        INFO("then pid " << worker_status(sup, path)->pid << " restarts " << worker_status(sup, path)->restarts);
+        // The lines are written after the state they report changed: wait for them, then check each is there once.
+        const std::vector<std::string> death = {
+            "warning", "worker " + path + " (pid " + std::to_string(pid) + ") killed by signal 9 (SIGKILL)",
+            "restart 1 in 10 ms"};
+        const std::vector<std::string> up = {"info", "worker " + path, "is up again after 1 restarts"};
+        CHECK(eventually([&] { return !log.matching(death).empty() && !log.matching(up).empty(); }));
         INFO(log.dump());
-        CHECK(log.matching({"warning",
-                            "worker " + path + " (pid " + std::to_string(pid) + ") killed by signal 9 (SIGKILL)",
-                            "restart 1 in 10 ms"})
-                  .size() == 1);
-        CHECK(log.matching({"info", "worker " + path, "is up again after 1 restarts"}).size() == 1);
+        CHECK(log.matching(death).size() == 1);
+        CHECK(log.matching(up).size() == 1);
     }
 }
 

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <random>
 #include <sys/wait.h>
+#include <thread>
 
 using namespace canopy;
 using namespace canopy::testing;
@@ -185,4 +186,28 @@ TEST_CASE("a worker refuses a frame written for another incarnation", "[daemon][
     CHECK(f->state.load() == static_cast<std::uint32_t>(FrameState::FAILED));
     CHECK(f->result.error_code == static_cast<std::uint16_t>(ErrorCode::BAD_REQUEST));
     CHECK(f->result.trailer.generation == 9);
+}
+
+TEST_CASE("a result waiter blocked on an idle mailbox is woken by the next submit", "[daemon][mailbox]") {
+    RawWorker w;
+    const ipc::MappedRegion view = ipc::MappedRegion::map_shared(w.mailbox.fd(), MAILBOX_BYTES, false);
+    const auto* header = reinterpret_cast<const MailboxHeader*>(view.data());
+    const std::uint32_t idle = w.mailbox.activity();
+    std::thread waiter([&] { w.mailbox.wait_activity(idle, 0); }); // blocks at once: nothing is in flight
+    while (header->parent_sleeping.load() == 0) {
+        std::this_thread::yield();
+    }
+    TaskArgs args;
+    args.scalars.push_back(ScalarArg::i64(1000));
+    const auto blob = encode_task_args(args);
+    const std::uint64_t dispatch = w.mailbox.submit({1, "sleep_ms", "", {}, blob, 0});
+    waiter.join();
+    // Woken by the submit, not by the result: the task sleeps for a second.
+    CHECK(w.mailbox.activity() != idle);
+    CHECK_FALSE(w.mailbox.wait(1, 0));
+    REQUIRE(w.mailbox.wait(0));
+    const auto c = w.mailbox.poll();
+    REQUIRE(c);
+    CHECK(c->dispatch_id == dispatch);
+    CHECK(c->code == ErrorCode::OK);
 }
