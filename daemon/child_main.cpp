@@ -39,16 +39,16 @@ int fatal(int control, const std::string& why) {
     return 78;
 }
 
-// The next-level worker: serves the parent's mailbox by forwarding each task to this nested
-// supervisor's own children. Results are published from the nested supervisor's threads; each frame is
-// finished exactly once.
-class NextLevelWorker final : public ParentLink {
+// The next-level worker: serves the parent's mailbox through serve_frames like any worker, and hands each task
+// on to this nested supervisor's own children. A forwarded frame is published from the nested supervisor's
+// threads when its result comes back; every frame is finished exactly once.
+class NextLevelWorker final : public ParentLink, public worker::FrameRunner {
 public:
     // `control` stays owned by the caller and must outlive the worker.
     NextLevelWorker(Supervisor& nested, ipc::UniqueFd mailbox, int control, std::uint32_t generation)
         : nested_(nested), control_(control), mailbox_(mailbox.get(), generation) {}
 
-    // One request at a time goes up; the status thread hands the parent's FD_REPLY back.
+    // One request at a time goes up; the control reader thread hands the parent's FD_REPLY back.
     worker::VmmFds fetch_fds(const BufferDescriptor& d, const std::string& requester) override {
         std::lock_guard one(fetch_mu_);
         {
@@ -92,18 +92,10 @@ public:
         push_status();
         send_control(control_, ipc::ChildMessageType::READY);
         std::thread control_thread([this] { read_control(); });
-        FrameTrailer trailer{};
-        while (TaskFrame* frame = mailbox_.next(trailer)) {
-            const std::uint64_t start = worker::monotonic_ns();
-            if (!mailbox_.trailer_expected(trailer)) {
-                mailbox_.finish(frame, trailer, ErrorCode::BAD_REQUEST, "stale frame trailer", start, start);
-                continue;
-            }
-            forward(frame, trailer, start);
-        }
+        const int code = worker::serve_frames(mailbox_, *this);
         ::shutdown(control_, SHUT_RDWR);
         control_thread.join();
-        return 0;
+        return code;
     }
 
     // Sends the nested tree to the parent, which answers its status requests from the latest one. Called
@@ -124,7 +116,79 @@ public:
         }
     }
 
+protected:
+    void release(const CanonicalIdentity& id) override {
+        imports_.release(id);
+        nested_.broadcast_release(id);
+    }
+
+    // A device buffer of the parent's, made by a chip below: its fd comes up through relay_offer.
+    void create_vmm(const worker::VmmCreate& /*request*/) override {
+        std::vector<std::byte> blob(frame().blob.begin(), frame().blob.end());
+        const std::string target(frame().target);
+        nested_.submit_control(target, "@vmm_create", std::move(blob), forward_to(defer()));
+    }
+
+    // @module_load:NAME: loads the image (in the parent's shm buffer, mapped here for the copy) into this nested
+    // supervisor, which forwards it to its own cuda chips; the frame finishes when they all answered, with the
+    // chips' paths (space-separated) as its message on success. @module_unload:NAME unloads it here.
+    bool run_control(std::string_view kernel) override {
+        if (!kernel.starts_with(MODULE_LOAD_FRAME) && !kernel.starts_with(MODULE_UNLOAD_FRAME)) {
+            return false;
+        }
+        const std::string name(kernel.substr(kernel.find(':') + 1));
+        if (kernel.starts_with(MODULE_UNLOAD_FRAME)) {
+            (void)nested_.unload_module(name);
+            return true;
+        }
+        if (args_.tensors.size() != 1 || !args_.scalars.empty() || args_.tensors[0].tensor.dtype != DataType::UINT8 ||
+            args_.tensors[0].tensor.ndims != 1 || args_.tensors[0].tensor.strides[0] != 1) {
+            throw WireError(ErrorCode::BAD_REQUEST, "args",
+                            std::string(kernel) + " expects one uint8[n] tensor over the image");
+        }
+        const Tensor& view = args_.tensors[0].tensor;
+        std::vector<std::byte> image;
+        {
+            const std::byte* base = imports_.materialize(view.buffer) + view.byte_offset;
+            image.assign(base, base + view.shapes[0]);
+            imports_.release(view.buffer.identity);
+        }
+        const worker::FrameDone done = defer();
+        try {
+            nested_.load_module_async(name, std::move(image), [done](ModuleLoadResult r) {
+                std::string chips;
+                for (const auto& chip : r.module.chips) {
+                    chips += (chips.empty() ? "" : " ") + chip;
+                }
+                done(worker::TaskOutcome{r.code, r.code == ErrorCode::OK ? chips : r.message});
+            });
+        } catch (const RequestError& e) {
+            done(worker::TaskOutcome{e.code(), e.what()}); // refused before it took the callback
+        }
+        return true;
+    }
+
+    // The chips below check what they map; the nested supervisor checks every POSIX shm name and size here.
+    void bind() override {
+        for (const TensorArg& arg : args_.tensors) {
+            if (Backend{arg.tensor.buffer.backend} == Backend::POSIX_SHM) {
+                imports_.materialize(arg.tensor.buffer);
+            }
+        }
+    }
+
+    void execute(std::string_view kernel, const LaunchConfig& launch) override {
+        TaskRequest request{std::string(kernel), std::string(frame().target), args_, launch};
+        request.timeout = std::chrono::milliseconds(frame().timeout_ms);
+        nested_.submit(std::move(request), forward_to(defer()));
+    }
+
 private:
+    // The callback that publishes a forwarded frame's result with the times its worker reported.
+    static TaskCallback forward_to(const worker::FrameDone& done) {
+        return [done](TaskResult r) { done(r.code, r.message, r.start_ns, r.end_ns); };
+    }
+
     // Takes the parent's FD_REPLYs and WORKER_RESTART requests until the socket closes.
     void read_control() {
         for (;;) {
@@ -154,98 +218,6 @@ private:
             default:
                 break;
             }
-        }
-    }
-
-    void forward(TaskFrame* frame, const FrameTrailer& trailer, std::uint64_t start) {
-        const std::string kernel(frame->kernel, ::strnlen(frame->kernel, KERNEL_NAME_BYTES));
-        const std::string target(frame->target, ::strnlen(frame->target, TARGET_PATH_BYTES));
-        try {
-            const std::span<const std::byte> blob(frame->blob, frame->blob_len);
-            if (frame->blob_len > MAX_TASK_ARGS_BYTES) {
-                throw WireError(ErrorCode::INVALID_TENSOR, "header.total_len", "blob length exceeds the frame");
-            }
-            if (kernel == "@noop") {
-                mailbox_.finish(frame, trailer, ErrorCode::OK, {}, start, worker::monotonic_ns());
-                return;
-            }
-            if (kernel.starts_with(MODULE_LOAD_FRAME) || kernel.starts_with(MODULE_UNLOAD_FRAME)) {
-                forward_module(frame, trailer, kernel, blob, start);
-                return;
-            }
-            if (kernel == "@release") {
-                CanonicalIdentity id{};
-                if (blob.size() == sizeof id) {
-                    std::memcpy(&id, blob.data(), sizeof id);
-                    validate_identity(id);
-                    imports_.release(id);
-                    nested_.broadcast_release(id);
-                }
-                mailbox_.finish(frame, trailer, ErrorCode::OK, {}, start, worker::monotonic_ns());
-                return;
-            }
-            if (kernel == "@vmm_create") {
-                // A device buffer of the parent's, made by a chip below: its fd comes up through relay_offer.
-                (void)decode_task_args(blob);
-                nested_.submit_control(target, kernel, std::vector<std::byte>(blob.begin(), blob.end()),
-                                       [this, frame, trailer](TaskResult r) {
-                                           mailbox_.finish(frame, trailer, r.code, r.message, r.start_ns, r.end_ns);
-                                       });
-                return;
-            }
-            TaskRequest request{kernel, target, decode_task_args(blob), frame->launch};
-            request.timeout = std::chrono::milliseconds(frame->timeout_ms);
-            for (const TensorArg& arg : request.args.tensors) {
-                if (Backend{arg.tensor.buffer.backend} == Backend::POSIX_SHM) {
-                    imports_.materialize(arg.tensor.buffer); // the name and size checks a chip makes
-                }
-            }
-            nested_.submit(std::move(request), [this, frame, trailer](TaskResult r) {
-                mailbox_.finish(frame, trailer, r.code, r.message, r.start_ns, r.end_ns);
-            });
-        } catch (const WireError& e) {
-            mailbox_.finish(frame, trailer, e.code(), e.what(), start, worker::monotonic_ns());
-        } catch (const worker::ImportError& e) {
-            mailbox_.finish(frame, trailer, e.code(), e.what(), start, worker::monotonic_ns());
-        } catch (const std::exception& e) {
-            mailbox_.finish(frame, trailer, ErrorCode::KERNEL_FAILED, e.what(), start, worker::monotonic_ns());
-        }
-    }
-
-    // @module_load:NAME: loads the image (in the parent's shm buffer, mapped here for the copy) into this nested
-    // supervisor, which forwards it to its own cuda chips; the frame finishes when they all answered, with the
-    // chips' paths (space-separated) as its message on success. @module_unload:NAME unloads it here.
-    void forward_module(TaskFrame* frame, const FrameTrailer& trailer, const std::string& kernel,
-                        std::span<const std::byte> blob, std::uint64_t start) {
-        const std::string name = kernel.substr(kernel.find(':') + 1);
-        if (kernel.starts_with(MODULE_UNLOAD_FRAME)) {
-            (void)nested_.unload_module(name);
-            mailbox_.finish(frame, trailer, ErrorCode::OK, {}, start, worker::monotonic_ns());
-            return;
-        }
-        const TaskArgs args = decode_task_args(blob);
-        if (args.tensors.size() != 1 || !args.scalars.empty() || args.tensors[0].tensor.dtype != DataType::UINT8 ||
-            args.tensors[0].tensor.ndims != 1 || args.tensors[0].tensor.strides[0] != 1) {
-            throw WireError(ErrorCode::BAD_REQUEST, "args", kernel + " expects one uint8[n] tensor over the image");
-        }
-        const Tensor& view = args.tensors[0].tensor;
-        std::vector<std::byte> image;
-        {
-            const std::byte* base = imports_.materialize(view.buffer) + view.byte_offset;
-            image.assign(base, base + view.shapes[0]);
-            imports_.release(view.buffer.identity);
-        }
-        try {
-            nested_.load_module_async(name, std::move(image), [this, frame, trailer, start](ModuleLoadResult r) {
-                std::string chips;
-                for (const auto& chip : r.module.chips) {
-                    chips += (chips.empty() ? "" : " ") + chip;
-                }
-                mailbox_.finish(frame, trailer, r.code, r.code == ErrorCode::OK ? chips : r.message, start,
-                                worker::monotonic_ns());
-            });
-        } catch (const RequestError& e) {
-            mailbox_.finish(frame, trailer, e.code(), e.what(), start, worker::monotonic_ns());
         }
     }
 

@@ -28,16 +28,6 @@ void send_control(int control, ipc::ChildMessageType type, const std::string& te
     ipc::send_struct(control, m);
 }
 
-// The kernel name and the blob of a frame the runner may see; a blob longer than the frame is refused.
-TaskOutcome run_frame(const TaskFrame& frame, FrameRunner& runner) {
-    const std::string_view kernel(frame.kernel, ::strnlen(frame.kernel, KERNEL_NAME_BYTES));
-    if (frame.blob_len > MAX_TASK_ARGS_BYTES) {
-        return {ErrorCode::INVALID_TENSOR,
-                "header.total_len: blob length " + std::to_string(frame.blob_len) + " exceeds the frame"};
-    }
-    return runner.run(kernel, frame.launch, std::span<const std::byte>(frame.blob, frame.blob_len));
-}
-
 // The CPU worker of sim chips and subs: kernels run on this thread over host mappings.
 class Worker final : public FrameRunner {
 public:
@@ -167,52 +157,93 @@ std::uint64_t monotonic_ns() noexcept {
     return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
-TaskOutcome FrameRunner::run(std::string_view kernel, const LaunchConfig& launch,
-                             std::span<const std::byte> blob) noexcept {
-    try {
+void FrameDone::operator()(ErrorCode code, std::string_view message, std::uint64_t start_ns,
+                           std::uint64_t end_ns) const {
+    mailbox_->finish(frame_, trailer_, code, message, start_ns, end_ns);
+}
+
+void FrameDone::operator()(const TaskOutcome& outcome) const {
+    mailbox_->finish(frame_, trailer_, outcome.code, outcome.message, start_ns_, monotonic_ns());
+}
+
+FrameDone FrameRunner::defer() noexcept {
+    deferred_ = true;
+    return *done_;
+}
+
+std::optional<TaskOutcome> FrameRunner::run(const FrameView& frame, const FrameDone& done) noexcept {
+    frame_ = &frame;
+    done_ = &done;
+    deferred_ = false;
+    const std::string_view kernel = frame.kernel;
+    const auto step = [&]() -> std::optional<TaskOutcome> {
         if (kernel == "@release") {
-            release(decode_release(blob));
-            return {};
+            release(decode_release(frame.blob));
+            return TaskOutcome{};
         }
         if (auto refused = refuse(kernel)) {
-            return *refused;
+            return refused;
         }
-        decode_task_args_into(blob, args_);
+        decode_task_args_into(frame.blob, args_);
         if (kernel == "@vmm_create") {
             create_vmm(decode_vmm_create(args_));
-            return {};
+            return TaskOutcome{};
         }
         if (run_control(kernel)) {
-            return {};
+            return TaskOutcome{};
         }
         bind();
         if (kernel == "@noop") {
-            return {};
+            return TaskOutcome{};
         }
         if (!kernel.empty() && kernel[0] == '@') {
-            return {ErrorCode::UNKNOWN_KERNEL, "unknown control frame " + std::string(kernel)};
+            return TaskOutcome{ErrorCode::UNKNOWN_KERNEL, "unknown control frame " + std::string(kernel)};
         }
-        execute(kernel, launch);
-        return {};
+        execute(kernel, frame.launch);
+        return TaskOutcome{};
+    };
+    std::optional<TaskOutcome> outcome;
+    try {
+        outcome = step();
     } catch (...) {
         try {
-            return failure(kernel);
+            outcome = failure(kernel);
         } catch (...) {
-            return {ErrorCode::KERNEL_FAILED, std::string(kernel) + ": an error could not be reported", false};
+            outcome =
+                TaskOutcome{ErrorCode::KERNEL_FAILED, std::string(kernel) + ": an error could not be reported", false};
         }
     }
+    if (deferred_) {
+        outcome.reset(); // the deferred FrameDone publishes it; defer() comes after every step that can throw
+    }
+    frame_ = nullptr;
+    done_ = nullptr;
+    return outcome;
 }
 
 int serve_frames(ipc::MailboxChild& mailbox, FrameRunner& runner) {
     FrameTrailer trailer{};
     while (TaskFrame* frame = mailbox.next(trailer)) {
-        const std::uint64_t start = monotonic_ns();
-        TaskOutcome outcome = mailbox.trailer_expected(trailer)
-                                  ? run_frame(*frame, runner)
-                                  : TaskOutcome{ErrorCode::BAD_REQUEST, "stale frame trailer", false};
-        mailbox.finish(frame, trailer, outcome.code, outcome.message, start, monotonic_ns());
-        if (outcome.exit_after) {
-            return 1;
+        const FrameDone done(mailbox, frame, trailer, monotonic_ns());
+        if (!mailbox.trailer_expected(trailer)) {
+            done(TaskOutcome{ErrorCode::BAD_REQUEST, "stale frame trailer", false});
+            continue;
+        }
+        if (frame->blob_len > MAX_TASK_ARGS_BYTES) {
+            done(TaskOutcome{ErrorCode::INVALID_TENSOR,
+                             "header.total_len: blob length " + std::to_string(frame->blob_len) + " exceeds the frame",
+                             false});
+            continue;
+        }
+        const FrameView view{std::string_view(frame->kernel, ::strnlen(frame->kernel, KERNEL_NAME_BYTES)),
+                             std::string_view(frame->target, ::strnlen(frame->target, TARGET_PATH_BYTES)),
+                             frame->launch, std::span<const std::byte>(frame->blob, frame->blob_len),
+                             frame->timeout_ms};
+        if (const auto outcome = runner.run(view, done)) {
+            done(*outcome);
+            if (outcome->exit_after) {
+                return 1;
+            }
         }
     }
     return 0;

@@ -13,11 +13,12 @@
 //             memfd on a sim chip, cuMemCreate on a cuda chip) and hands its fd to the parent (FD_OFFER)
 //             before it completes the frame; the parent holds the fd for the buffer's lifetime.
 //
-// run_worker is the CPU worker (sim chips and subs). The pieces every worker kind shares are below it:
-// serve_frames (the loop itself, with the trailer and blob-length checks), the FrameRunner that a worker
-// kind supplies, the mapping from an exception to a published result, and the READY / FATAL messages.
+// run_worker is the CPU worker (sim chips and subs). The pieces every worker kind shares (cuda chips and
+// nested nodes too) are below it: serve_frames (the loop itself, with the trailer and blob-length checks), the
+// FrameRunner that a worker kind supplies, the mapping from an exception to a published result, and the
+// READY / FATAL messages.
 //
-// Thread safety: runs on the worker's only thread.
+// Thread safety: serve_frames runs on one thread; a FrameDone may publish from any thread.
 
 #include "ipc/mailbox_child.h"
 #include "ipc/unique_fd.h"
@@ -76,7 +77,37 @@ struct VmmCreate {
 // Throws KernelError(BAD_REQUEST) for arguments that are not one OUTPUT tensor and at most one int64 rank.
 VmmCreate decode_vmm_create(const TaskArgs& args);
 
-// What one worker kind does with a frame. run() is the one dispatch every worker kind shares, and never throws:
+// One READY frame as a runner sees it: its kernel name, the path below the child it is for (nested nodes; empty
+// for the child itself), its launch configuration, its TaskArgs bytes (at most MAX_TASK_ARGS_BYTES, not yet
+// decoded) and the timeout a nested node enforces on its own worker (0: none).
+struct FrameView {
+    std::string_view kernel;
+    std::string_view target;
+    LaunchConfig launch{};
+    std::span<const std::byte> blob;
+    std::uint32_t timeout_ms = 0;
+};
+
+// Publishes the result of one frame. It may be copied and called from any thread, but exactly one call may be
+// made per frame: the frame is reused for a later task once its result was taken.
+class FrameDone {
+public:
+    FrameDone(ipc::MailboxChild& mailbox, TaskFrame* frame, const FrameTrailer& trailer, std::uint64_t start_ns)
+        : mailbox_(&mailbox), frame_(frame), trailer_(trailer), start_ns_(start_ns) {}
+    // With the run's own times (a task a nested node ran below it).
+    void operator()(ErrorCode code, std::string_view message, std::uint64_t start_ns, std::uint64_t end_ns) const;
+    // Timed from the frame's start to now.
+    void operator()(const TaskOutcome& outcome) const;
+
+private:
+    ipc::MailboxChild* mailbox_;
+    TaskFrame* frame_;
+    FrameTrailer trailer_;
+    std::uint64_t start_ns_;
+};
+
+// What one worker kind does with a frame. run() is the one dispatch every worker kind shares (chips, subs and
+// nested nodes), and never throws:
 //   @release           release(the identity)
 //   refuse(kernel)     a frame this kind refuses before decoding (e.g. module frames on CPU workers)
 //   decode             decode_task_args_into(blob, args_): validate_tensor on every argument, the one gate
@@ -85,13 +116,14 @@ VmmCreate decode_vmm_create(const TaskArgs& args);
 //   bind()             materialize every tensor of args_
 //   @noop              nothing more; any other '@' frame is UNKNOWN_KERNEL
 //   execute()          the kernel
-// An exception from any step becomes the outcome failure() makes of it. `kernel` is the frame's kernel name,
-// `launch` its launch configuration (read by module kernels only), `blob` its TaskArgs bytes, at most
-// MAX_TASK_ARGS_BYTES and not yet decoded.
+// An exception from any step becomes the outcome failure() makes of it. A step may instead hand the frame on
+// (a nested node forwards it to its own supervisor): it calls defer() for the frame's FrameDone as its last
+// act, after everything that can throw, and that FrameDone publishes the result later; run() then returns
+// nullopt. frame() is the frame being run.
 class FrameRunner {
 public:
     virtual ~FrameRunner() = default;
-    TaskOutcome run(std::string_view kernel, const LaunchConfig& launch, std::span<const std::byte> blob) noexcept;
+    std::optional<TaskOutcome> run(const FrameView& frame, const FrameDone& done) noexcept;
 
 protected:
     virtual void release(const CanonicalIdentity& id) = 0;
@@ -103,7 +135,15 @@ protected:
     // The outcome of the exception being handled (called inside a catch block).
     virtual TaskOutcome failure(std::string_view kernel) { return outcome_of_current_exception(kernel); }
 
+    const FrameView& frame() const noexcept { return *frame_; }
+    FrameDone defer() noexcept;
+
     TaskArgs args_; // the frame being run, decoded
+
+private:
+    const FrameView* frame_ = nullptr;
+    const FrameDone* done_ = nullptr;
+    bool deferred_ = false;
 };
 
 // The refusal of a CPU worker (a sim chip or a sub) for a module kernel (NAME:function) or a module control frame
@@ -113,7 +153,8 @@ std::optional<TaskOutcome> refuse_module(const WorkerSpec& spec, std::string_vie
 
 // Serves `mailbox` until shutdown is requested: takes each READY frame in ring order, fails a frame with a
 // stale trailer (BAD_REQUEST) or a blob longer than the frame (INVALID_TENSOR) without running it, hands every
-// other one to `runner`, and publishes the outcome. Returns 0 at shutdown, 1 after an outcome with exit_after.
+// other one to `runner`, and publishes the outcome (or leaves it to the FrameDone the runner deferred).
+// Returns 0 at shutdown, 1 after an outcome with exit_after.
 int serve_frames(ipc::MailboxChild& mailbox, FrameRunner& runner);
 
 // The identity an @release frame names. Throws KernelError(BAD_REQUEST) for a blob that is not one identity,
