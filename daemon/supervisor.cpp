@@ -83,10 +83,7 @@ MappedArenas Supervisor::map_preloads() {
 }
 
 void Supervisor::notify_events() {
-    // Taking events_mu_ between the state change and the notify: a waiter is either before its predicate
-    // check (and sees the change) or already waiting (and is woken).
-    { std::lock_guard lock(events_mu_); }
-    events_cv_.notify_all();
+    events_.bump();
 }
 
 void Supervisor::changed() const {
@@ -106,16 +103,18 @@ void Supervisor::start() {
         spawn(*slot);
     }
     const auto deadline = Clock::now() + options_.ready_timeout;
-    std::unique_lock lock(events_mu_);
     auto settled = [&] {
         return std::all_of(slots_.begin(), slots_.end(), [](const auto& s) {
             std::lock_guard slot_lock(s->mu);
             return s->state == WorkerState::RUNNING || s->state == WorkerState::DEAD;
         });
     };
-    // Slices bound the cost of a wake-up lost to a notifier that holds a slot's mutex instead of events_mu_.
-    while (!settled() && Clock::now() < deadline) {
-        events_cv_.wait_until(lock, std::min(deadline, Clock::now() + EVENT_SLICE));
+    for (;;) {
+        const std::uint32_t seen = events_.value();
+        if (settled() || Clock::now() >= deadline) {
+            break;
+        }
+        events_.wait_until(seen, deadline);
     }
     std::string failed;
     for (const auto& s : slots_) {
@@ -126,7 +125,6 @@ void Supervisor::start() {
         }
     }
     if (!failed.empty()) {
-        lock.unlock();
         throw std::runtime_error("children did not come up: " + failed);
     }
 }
@@ -415,8 +413,7 @@ std::string Supervisor::after_death_locked(ChildSlot& slot, EndCause cause, pid_
            std::to_string(slot.restarts) + " in " + std::to_string(d.delay.count()) + " ms";
 }
 
-// REQUIRES slot.mu. restart_mu_ is a leaf lock, so this never waits on events_mu_, which is taken before slot
-// mutexes; the caller notifies events_cv_ once it released slot.mu.
+// REQUIRES slot.mu. restart_mu_ is a leaf lock; the caller calls notify_events() to wake the housekeeping thread.
 void Supervisor::schedule_restart(ChildSlot& slot, std::chrono::milliseconds delay) {
     std::lock_guard restart_lock(restart_mu_);
     restarts_due_.emplace(Clock::now() + delay, &slot);
@@ -434,8 +431,8 @@ ChildSlot* Supervisor::take_due_restart() {
 }
 
 void Supervisor::housekeeping_loop() {
-    std::unique_lock lock(events_mu_);
     while (!stopping_) {
+        const std::uint32_t seen = events_.value();
         auto wake = Clock::time_point::max();
         {
             std::lock_guard restart_lock(restart_mu_);
@@ -447,20 +444,17 @@ void Supervisor::housekeeping_loop() {
             std::lock_guard slot_lock(slot->mu);
             wake = std::min(wake, slot->deadline);
         }
+        if (stopping_) {
+            return;
+        }
         if (Clock::now() < wake) {
-            // A deadline armed under a slot's mutex notifies without events_mu_; the slice bounds how late a
-            // wake-up lost that way can make the timeout.
-            events_cv_.wait_until(lock, std::min(wake, Clock::now() + HOUSEKEEPING_SLICE));
+            events_.wait_until(seen, wake); // a deadline armed or a restart scheduled since `seen` ends it
             continue;
         }
-        lock.unlock();
         expire_deadlines();
-        lock.lock();
-        lock.unlock();
         while (ChildSlot* slot = stopping_ ? nullptr : take_due_restart()) {
             spawn(*slot);
         }
-        lock.lock();
     }
 }
 
@@ -534,17 +528,18 @@ void Supervisor::stop(std::optional<std::chrono::steady_clock::time_point> drain
     // Drain: let accepted work finish, up to the deadline.
     draining_ = true;
     const auto deadline = drain_until.value_or(Clock::now() + options_.drain_timeout);
-    {
-        std::unique_lock lock(events_mu_);
-        const auto drained = [&] {
-            return std::all_of(slots_.begin(), slots_.end(), [](const auto& s) {
-                std::lock_guard slot_lock(s->mu);
-                return !s->live || (s->pending.empty() && s->in_flight.empty());
-            });
-        };
-        while (!drained() && Clock::now() < deadline) {
-            events_cv_.wait_until(lock, std::min(deadline, Clock::now() + EVENT_SLICE));
+    const auto drained = [&] {
+        return std::all_of(slots_.begin(), slots_.end(), [](const auto& s) {
+            std::lock_guard slot_lock(s->mu);
+            return !s->live || (s->pending.empty() && s->in_flight.empty());
+        });
+    };
+    for (;;) {
+        const std::uint32_t seen = events_.value();
+        if (drained() || Clock::now() >= deadline) {
+            break;
         }
+        events_.wait_until(seen, deadline);
     }
     stopping_ = true;
     notify_events();
@@ -554,10 +549,17 @@ void Supervisor::stop(std::optional<std::chrono::steady_clock::time_point> drain
             slot->live->mailbox->request_shutdown();
         }
     }
-    {
-        // Children still busy past the drain, or that ignore the request, are killed by the zygote's stop.
-        std::unique_lock lock(events_mu_);
-        events_cv_.wait_for(lock, STOP_GRACE, [&] { return by_pid_.empty() || zygote_lost_; });
+    // Children still busy past the drain, or that ignore the request, are killed by the zygote's stop.
+    const auto grace_end = Clock::now() + STOP_GRACE;
+    for (;;) {
+        const std::uint32_t seen = events_.value();
+        {
+            std::lock_guard lock(events_mu_);
+            if (by_pid_.empty() || zygote_lost_ || Clock::now() >= grace_end) {
+                break;
+            }
+        }
+        events_.wait_until(seen, grace_end);
     }
     zygote_.stop();
     if (event_thread_.joinable()) {

@@ -6,7 +6,7 @@
 // restarts every child through it (or calls on_fatal when it cannot), logs every such event once, owns the
 // buffers it creates, and stops gracefully.
 //
-// Lock order: events_mu_, then a slot's mu, then restart_mu_ or modules_mu_ (leaf locks).
+// Lock order: events_mu_ (the pid map), then a slot's mu, then restart_mu_ or modules_mu_ (leaf locks).
 //
 // Lifecycle: construct (forks the zygote: REQUIRES a single-threaded process), start() (spawns every
 // child and waits until each is up), then submit/run/create_buffer/... from any thread, then stop()
@@ -223,7 +223,7 @@ private:
     ChildSlot* take_due_restart();
     void changed() const;
     void housekeeping_loop();
-    // Wakes events_cv_'s waiters; REQUIRES no slot mutex held (events_mu_ is taken before slot mutexes).
+    // Wakes the waiters on events_; may be called under any lock.
     void notify_events();
     void control_loop(ChildSlot& slot, Incarnation& inc);
     void serve_fd_request(const ChildSlot& slot, Incarnation& inc, const ipc::ChildMessage& request);
@@ -285,14 +285,12 @@ private:
     std::atomic<bool> draining_{false};    // stop() waits for in-flight work
     bool stopped_ = false;
 
-    std::mutex events_mu_;
-    std::condition_variable events_cv_; // slot state changes, restarts due, deadlines armed
-    // Longest waits on events_cv_ between checks of their condition (some notifiers hold a slot's mutex and
-    // cannot take events_mu_, so a wake-up can be lost; these bound what that costs).
-    static constexpr std::chrono::milliseconds EVENT_SLICE{10};
-    static constexpr std::chrono::milliseconds HOUSEKEEPING_SLICE{100};
+    // Bumped on slot state changes, restarts due, deadlines armed and (while draining) results: what start(),
+    // stop() and the housekeeping thread wait on. Bumping takes no lock, so it is done under any mutex.
+    ipc::EventCount events_;
+    std::mutex events_mu_; // guards by_pid_
     std::map<pid_t, ChildSlot*> by_pid_;
-    std::mutex restart_mu_; // guards restarts_due_; a leaf lock, taken under a slot's mu or events_mu_
+    std::mutex restart_mu_; // guards restarts_due_; a leaf lock, taken under a slot's mu
     std::multimap<std::chrono::steady_clock::time_point, ChildSlot*> restarts_due_;
     std::thread event_thread_;
     std::thread housekeeping_thread_;

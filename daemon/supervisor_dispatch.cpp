@@ -328,7 +328,7 @@ void Supervisor::arm_deadline_locked(ChildSlot& slot) {
     const bool timed = running.enforce_timeout && running.timeout.count() > 0;
     slot.deadline = timed ? Clock::now() + running.timeout : Clock::time_point::max();
     if (timed) {
-        events_cv_.notify_all();
+        events_.bump(); // the housekeeping thread waits for the new deadline
     }
 }
 
@@ -406,11 +406,11 @@ void Supervisor::completion_loop(ChildSlot& slot, Incarnation& inc) {
     }
 }
 
-// Only a draining stop() waits for completions, and it re-checks in slices: no events_mu_ on this path, and
-// no wake of the housekeeping thread (which also waits on events_cv_) for every result outside a stop.
+// Only a draining stop() waits for completions: outside a stop a result wakes nobody (the housekeeping thread
+// also waits on events_).
 void Supervisor::notify_drain() {
-    if (draining_.load(std::memory_order_relaxed)) {
-        events_cv_.notify_all();
+    if (draining_.load(std::memory_order_seq_cst)) {
+        events_.bump();
     }
 }
 

@@ -24,6 +24,21 @@ inline std::atomic<std::uint32_t>* low_word(std::atomic<std::uint64_t>* seq) noe
     return reinterpret_cast<std::atomic<std::uint32_t>*>(seq);
 }
 
+// A counter threads block on until it moves. bump() takes no lock, so it may be called under any mutex, and no
+// wake-up is lost: a waiter reads value() before it checks its condition and then waits for the counter to
+// differ from what it read, which the kernel compares atomically with going to sleep.
+//   for (;;) { const auto seen = events.value(); if (condition()) break; events.wait_until(seen, deadline); }
+class EventCount {
+public:
+    std::uint32_t value() const noexcept { return word_.load(std::memory_order_seq_cst); }
+    void bump() noexcept;
+    // Returns once value() != seen, at `deadline` (time_point::max(): none), or spuriously; callers re-check.
+    void wait_until(std::uint32_t seen, std::chrono::steady_clock::time_point deadline) noexcept;
+
+private:
+    std::atomic<std::uint32_t> word_{0};
+};
+
 // x86 PAUSE (or a compiler barrier elsewhere) for spin loops.
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
