@@ -33,6 +33,7 @@ void print_buffer(Invocation& inv, const json& buffer) {
         inv.print_json(buffer);
     } else {
         inv.out() << render_buffer(buffer);
+        inv.print_ids(json::array({buffer}));
     }
 }
 
@@ -48,6 +49,7 @@ int list(Invocation& inv) {
         inv.print_json(reply);
     } else {
         inv.out() << render_buffer_list(reply.value("buffers", json::array()));
+        inv.print_ids(reply.value("buffers", json::array()));
     }
     return 0;
 }

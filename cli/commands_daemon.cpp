@@ -138,6 +138,7 @@ int module_list(Invocation& inv) {
 
 void add_common_options(CLI::App& command, Invocation& inv) {
     command.add_flag("--json", inv.json(), "print the reply as JSON on stdout");
+    command.add_flag("-q,--quiet", inv.quiet(), "print only the ids of the tasks and buffers reported");
     command
         .add_option("--socket", inv.socket_option(),
                     std::string("control socket of canopyd (default: $CANOPY_SOCKET, else ") + DEFAULT_SOCKET + ")")

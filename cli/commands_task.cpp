@@ -93,6 +93,7 @@ int run(Invocation& inv, const RunArgs& args) {
         inv.print_json({{"tasks", tasks}});
     } else {
         inv.out() << render_tasks(tasks);
+        inv.print_ids(tasks);
     }
     const json* cause = first_cause(tasks);
     if (cause == nullptr) {
@@ -129,6 +130,7 @@ int tasks(Invocation& inv) {
         inv.print_json(reply);
     } else {
         inv.out() << render_tasks(reply.value("tasks", json::array()));
+        inv.print_ids(reply.value("tasks", json::array()));
     }
     return 0;
 }
@@ -185,6 +187,7 @@ int finish_task(Invocation& inv, const json& task) {
         inv.print_json(task);
     } else {
         inv.out() << render_tasks(json::array({task}));
+        inv.print_ids(json::array({task}));
     }
     if (!is_failure(task)) {
         return 0;

@@ -15,6 +15,20 @@ void Invocation::print_json(const nlohmann::json& value) {
     out_ << value.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 
+void Invocation::print_ids(const nlohmann::json& items) {
+    if (!quiet_ || !items.is_array()) {
+        return;
+    }
+    for (const auto& item : items) {
+        const auto id = item.is_object() ? item.value("id", nlohmann::json()) : nlohmann::json();
+        if (id.is_string()) {
+            out_ << id.get<std::string>() << "\n";
+        } else if (id.is_number_unsigned() || id.is_number_integer()) {
+            out_ << id.dump() << "\n";
+        }
+    }
+}
+
 int Invocation::report(const CliError& e) {
     err_ << "canopy: " << e.code() << ": " << e.what() << "\n";
     if (e.exit_code() == ExitCode::USAGE) {

@@ -10,9 +10,9 @@
 #include "cli/client.h"
 #include "cli/environment.h"
 
-#include <iosfwd>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <ostream>
 #include <string>
 
 namespace canopy::cli {
@@ -21,7 +21,8 @@ class Invocation {
 public:
     Invocation(std::ostream& out, std::ostream& err, const Environment& env) : out_(out), err_(err), env_(env) {}
 
-    std::ostream& out() noexcept { return out_; }
+    // Standard output for what a command prints for people: under -q it discards, and print_ids() writes the ids.
+    std::ostream& out() noexcept { return quiet_ ? discard_ : out_; }
     std::ostream& err() noexcept { return err_; }
     const Environment& env() const noexcept { return env_; }
 
@@ -29,6 +30,10 @@ public:
     bool& json() noexcept { return json_; }
     // --socket PATH as given; empty when not given.
     std::string& socket_option() noexcept { return socket_option_; }
+    // -q: print only the ids of the tasks and buffers a command reports.
+    bool& quiet() noexcept { return quiet_; }
+    // Under -q: the "id" of each object of `items`, one per line, on stdout. Nothing otherwise.
+    void print_ids(const nlohmann::json& items);
 
     // Connects on the first call (Environment::socket_path); throws what Client::connect throws.
     Client& client();
@@ -45,7 +50,9 @@ private:
     std::ostream& err_;
     const Environment& env_;
     bool json_ = false;
+    bool quiet_ = false;
     std::string socket_option_;
+    std::ostream discard_{nullptr};
     std::optional<Client> client_;
 };
 

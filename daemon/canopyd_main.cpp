@@ -1,17 +1,19 @@
 // canopyd: the canopy supervisor service.
 //
 //   canopyd [--config FILE] [--socket PATH] [--state-dir DIR] [--check-config]
+//   canopyd --version
 //
 // Without --config it runs the embedded default topology. --check-config validates the configuration,
-// prints the effective topology and exits (0 valid, 2 invalid). Otherwise it starts the process tree and
-// serves until SIGTERM or SIGINT, then stops gracefully: in-flight work drains up to the drain timeout,
-// every child exits, every buffer is released and unlinked, and the exit status is 0. Logs go to stderr,
-// with syslog priority prefixes when stderr is the journal (log.format auto) or log.format is journal.
+// prints the effective topology and exits (0 valid, 2 invalid); a usage error exits 2. Otherwise it starts the process
+// tree and serves until SIGTERM or SIGINT, then stops gracefully: in-flight work drains up to the drain timeout, every
+// child exits, every buffer is released and unlinked, and the exit status is 0. Logs go to stderr, with syslog priority
+// prefixes when stderr is the journal (log.format auto) or log.format is journal.
 
 #include "config/config.h"
 #include "config/config_error.h"
 #include "daemon/notify.h"
 #include "daemon/service.h"
+#include "protocol/version.h"
 
 #include <CLI/CLI.hpp>
 #include <iostream>
@@ -80,7 +82,15 @@ int main(int argc, char** argv) {
     app.add_option("--socket", socket_path, "control socket path (overrides the config)");
     app.add_option("--state-dir", state_dir, "state directory (overrides the config)");
     app.add_flag("--check-config", check_config, "validate the configuration, print it and exit");
-    CLI11_PARSE(app, argc, argv);
+    app.set_version_flag("--version", version_line("canopyd"));
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::Success& e) {
+        return app.exit(e); // --help, --version
+    } catch (const CLI::ParseError& e) {
+        std::cerr << "canopyd: usage: " << e.what() << "\nRun with --help for more information.\n";
+        return 2;
+    }
 
     config::Config cfg;
     try {

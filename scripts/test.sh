@@ -24,7 +24,7 @@ stage() { printf '\n==== %s ====\n' "$*"; }
 # Fails unless every ctest entry of build dir $1 is exactly one Catch2 test case of its executable and every
 # test case has one entry (a name that CMake split at ';', or one the executable no longer has, shows up as a
 # difference), and unless each entry runs under the rules of tests/CMakeLists.txt that keep a test that ran
-# nothing from passing: -w NoAssertions, and "CANOPY-SKIP:" reported as skipped.
+# nothing from passing: -w NoAssertions, "CANOPY-SKIP:" reported as skipped, and no name that starts with -.
 check_ctest_entries() {
   local build=$1 listing entries cases commands bad skips
   listing=$(ctest --test-dir "$build" -N -V)
@@ -37,6 +37,13 @@ check_ctest_entries() {
   if [ "$entries" != "$cases" ]; then
     echo "check_ctest_entries: ctest entries that are no test case (<) and test cases without an entry (>):"
     diff <(printf '%s\n' "$entries") <(printf '%s\n' "$cases") | grep '^[<>]'
+    return 1
+  fi
+  # Catch2 reads a name that starts with '-' as its own option (--help: it prints help and exits 0, running nothing).
+  bad=$(grep '^[^:]*:-' <<<"$entries" || true)
+  if [ -n "$bad" ]; then
+    echo "check_ctest_entries: test names that start with '-' (Catch2 takes them for options):"
+    echo "$bad"
     return 1
   fi
   commands=$(grep -c ': Test command: ' <<<"$listing" || true)

@@ -1,7 +1,7 @@
 #include "config/detail/field.h"
 
 #include "config/config_error.h"
-#include "config/detail/suggest.h"
+#include "config/suggest.h"
 
 #include <algorithm>
 #include <limits>
@@ -156,7 +156,7 @@ ObjectReader::ObjectReader(Field field, std::initializer_list<std::string_view> 
             continue;
         }
         std::string problem = "unknown key " + quote_value(json(key));
-        if (const auto hint = closest_match(key, allowed)) {
+        if (const auto hint = closest_match(key, std::span<const std::string_view>(allowed.begin(), allowed.size()))) {
             problem += " (did you mean \"" + std::string(*hint) + "\"?)";
         }
         throw ConfigError(pointer_of(key), problem);

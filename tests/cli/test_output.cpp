@@ -220,7 +220,7 @@ TEST_CASE("shutdown confirms, and prints {} under --json", "[cli]") {
     CHECK(json::parse(run({"shutdown", "--json"}, daemon.socket_path()).out) == json::object());
 }
 
-TEST_CASE("--help prints usage and exits 0", "[cli]") {
+TEST_CASE("the --help flag prints usage and exits 0", "[cli]") {
     const CliRun r = run({"--help"}, "");
     CHECK(r.rc == 0);
     CHECK(r.out.find("Usage: canopy") != std::string::npos);

@@ -35,3 +35,33 @@ TEST_CASE("the CLI drives a real daemon through a buffer's whole life", "[servic
     CHECK(d.cli({"buffer", "release", id}).rc == 0);
     CHECK(d.stop() == 0);
 }
+
+TEST_CASE("canopyd and canopy print the same version and wire ABI, and canopyd's usage errors exit 2", "[service]") {
+    const Output daemon = run_program(CANOPYD_PATH, {"--version"});
+    const Output client = run_program(CANOPY_PATH, {"--version"});
+    REQUIRE(daemon.rc == 0);
+    REQUIRE(client.rc == 0);
+    REQUIRE_THAT(daemon.out, Catch::StartsWith("canopyd "));
+    REQUIRE_THAT(client.out, Catch::StartsWith("canopy "));
+    CHECK(daemon.out.substr(std::string("canopyd").size()) == client.out.substr(std::string("canopy").size()));
+    CHECK_THAT(daemon.out, Catch::Contains("wire ABI: task args v"));
+    for (const auto& args : {std::vector<std::string>{"--bogus"}, std::vector<std::string>{"--config"},
+                             std::vector<std::string>{"extra-word"}}) {
+        INFO(args.front());
+        const Output bad = run_program(CANOPYD_PATH, args);
+        CHECK(bad.rc == 2);
+        CHECK_THAT(bad.err, Catch::StartsWith("canopyd: usage: "));
+    }
+}
+
+TEST_CASE("global options go before the command against a real daemon", "[service]") {
+    Daemon d(e2e_config(1, 0));
+    const Output r = run_program(CANOPY_PATH, {"--socket", d.socket(), "--json", "status"});
+    REQUIRE(r.rc == 0);
+    CHECK(r.json().at("workers").size() == 1);
+    const Output q = run_program(CANOPY_PATH, {"-q", "--socket", d.socket(), "submit", "sleep_ms", "--on", "chip0",
+                                               "--scalar", "int64:0", "--wait"});
+    REQUIRE(q.rc == 0);
+    CHECK(q.out.find_first_not_of("0123456789") == q.out.size() - 1); // one id and a newline
+    CHECK(d.stop() == 0);
+}

@@ -1,11 +1,11 @@
-#include "config/detail/suggest.h"
+#include "config/suggest.h"
 
 #include <algorithm>
 #include <cctype>
 #include <numeric>
 #include <vector>
 
-namespace canopy::config::detail {
+namespace canopy::config {
 namespace {
 
 char lower(char c) {
@@ -30,8 +30,7 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 
 } // namespace
 
-std::optional<std::string_view> closest_match(std::string_view word,
-                                              std::initializer_list<std::string_view> candidates) {
+std::optional<std::string_view> closest_match(std::string_view word, std::span<const std::string_view> candidates) {
     std::optional<std::string_view> best;
     std::size_t best_distance = 3;
     for (const std::string_view candidate : candidates) {
@@ -45,4 +44,4 @@ std::optional<std::string_view> closest_match(std::string_view word,
     return best;
 }
 
-} // namespace canopy::config::detail
+} // namespace canopy::config
