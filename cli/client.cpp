@@ -55,7 +55,7 @@ Client Client::connect(const std::string& socket_path) {
     return Client(std::move(fd), socket_path);
 }
 
-json Client::call(json request) {
+json Client::call(json request, const ProgressHandler& on_progress) {
     if (!request.contains("id")) {
         request["id"] = next_id_++;
     }
@@ -69,16 +69,20 @@ json Client::call(json request) {
         // A daemon that refuses a frame replies before it closes; that reply says more than EPIPE.
         send_failure = e;
     }
-    std::string body;
-    try {
-        body = receive_frame(op);
-    } catch (const CliError&) {
-        if (send_failure) {
-            throw *send_failure;
+    for (;;) {
+        std::string body;
+        try {
+            body = receive_frame(op);
+        } catch (const CliError&) {
+            if (send_failure) {
+                throw *send_failure;
+            }
+            throw;
         }
-        throw;
+        if (auto reply = check_reply(body, id, op, on_progress)) {
+            return std::move(*reply);
+        }
     }
-    return check_reply(body, id, op);
 }
 
 void Client::send_all(const std::string& bytes) {
@@ -133,7 +137,8 @@ std::string Client::receive_frame(std::string_view op) {
     return body;
 }
 
-json Client::check_reply(const std::string& body, const json& id, std::string_view op) const {
+std::optional<json> Client::check_reply(const std::string& body, const json& id, std::string_view op,
+                                        const ProgressHandler& on_progress) const {
     const std::string what = "the reply to \"" + std::string(op) + "\"";
     json reply;
     try {
@@ -144,11 +149,17 @@ json Client::check_reply(const std::string& body, const json& id, std::string_vi
     if (!reply.is_object()) {
         throw protocol_error(what + " is not a JSON object: " + excerpt(body));
     }
-    if (!reply.contains("ok") || !reply["ok"].is_boolean()) {
-        throw protocol_error(what + " has no boolean \"ok\": " + excerpt(body));
-    }
     if (reply.contains("id") && !reply["id"].is_null() && reply["id"] != id) {
         throw protocol_error(what + " carries id " + reply["id"].dump() + ", expected " + id.dump());
+    }
+    if (!reply.contains("ok") && reply.contains("progress")) {
+        if (on_progress) {
+            on_progress(reply["progress"]);
+        }
+        return std::nullopt;
+    }
+    if (!reply.contains("ok") || !reply["ok"].is_boolean()) {
+        throw protocol_error(what + " has no boolean \"ok\": " + excerpt(body));
     }
     if (!reply["ok"].get<bool>()) {
         const json error = reply.value("error", json::object());

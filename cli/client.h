@@ -13,6 +13,7 @@
 #include "ipc/unique_fd.h"
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -26,9 +27,11 @@ public:
     static Client connect(const std::string& socket_path);
 
     // Sends `request` (a JSON object with "op") and returns the reply's payload: the reply object without
-    // "id" and "ok". Throws request_error(code, message) for an {"ok": false} reply and protocol_error
-    // when the stream breaks or the reply is not a well-formed frame holding a reply object.
-    nlohmann::json call(nlohmann::json request);
+    // "id" and "ok". Progress frames before the reply ({"id", "progress"}, no "ok") go to `on_progress`.
+    // Throws request_error(code, message) for an {"ok": false} reply and protocol_error when the stream
+    // breaks or the reply is not a well-formed frame holding a reply object.
+    using ProgressHandler = std::function<void(const nlohmann::json& progress)>;
+    nlohmann::json call(nlohmann::json request, const ProgressHandler& on_progress = {});
 
     const std::string& socket_path() const noexcept { return socket_path_; }
 
@@ -41,7 +44,9 @@ private:
     bool receive_exact(char* data, std::size_t n);
     // The next reply body; throws protocol_error for EOF or a length outside [MIN_FRAME_BODY, MAX_REPLY_BODY].
     std::string receive_frame(std::string_view op);
-    nlohmann::json check_reply(const std::string& body, const nlohmann::json& id, std::string_view op) const;
+    // The reply's payload; nullopt for a progress frame of this request, which went to `on_progress`.
+    std::optional<nlohmann::json> check_reply(const std::string& body, const nlohmann::json& id, std::string_view op,
+                                              const ProgressHandler& on_progress) const;
 
     ipc::UniqueFd fd_;
     std::string socket_path_;

@@ -8,11 +8,13 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
 #include <ostream>
 #include <system_error>
+#include <unistd.h>
 
 namespace canopy::cli {
 
@@ -120,7 +122,14 @@ int read(Invocation& inv, const TransferArgs& args) {
     const std::uint64_t offset = offset_of(args);
     const auto given = args.bytes.empty() ? std::nullopt : std::optional(parse_byte_size(args.bytes, "--bytes"));
     const std::uint64_t bytes = read_size(inv, args, given, offset);
-    std::ofstream out(args.file, std::ios::binary | std::ios::trunc);
+    // A regular file (or a new one) is written beside its final name and renamed over it once the read
+    // succeeded: a failed read leaves a file that was there untouched, and no partial copy. Anything else
+    // (/dev/stdout, a pipe) is written in place.
+    std::error_code ec;
+    const auto status = std::filesystem::status(args.file, ec);
+    const bool in_place = !ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status);
+    const std::string target = in_place ? args.file : args.file + ".canopy-partial-" + std::to_string(::getpid());
+    std::ofstream out(target, std::ios::binary | std::ios::trunc);
     if (!out) {
         throw usage_error("--to \"" + args.file + "\": cannot open: " + std::generic_category().message(errno));
     }
@@ -131,9 +140,14 @@ int read(Invocation& inv, const TransferArgs& args) {
         if (!out) {
             throw usage_error("--to \"" + args.file + "\": write error");
         }
+        if (!in_place && std::rename(target.c_str(), args.file.c_str()) != 0) {
+            throw usage_error("--to \"" + args.file + "\": cannot replace: " + std::generic_category().message(errno));
+        }
     } catch (const CliError&) {
         out.close();
-        std::remove(args.file.c_str()); // a partial copy is never left behind
+        if (!in_place) {
+            std::remove(target.c_str());
+        }
         throw;
     }
     if (inv.json()) {

@@ -4,11 +4,13 @@
 #include "cli/graph_run.h"
 #include "cli/render.h"
 #include "cli/requests.h"
+#include "cli/units.h"
 
 #include <algorithm>
 #include <charconv>
 #include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
 
 namespace canopy::cli {
@@ -119,9 +121,88 @@ json parse_task_id(const std::string& text) {
     return id;
 }
 
-int wait(Invocation& inv, const std::string& id_text) {
-    const json id = parse_task_id(id_text);
-    return finish_task(inv, task_of(inv.client().call({{"op", "wait"}, {"task_id", id}}), "wait"));
+struct WaitArgs {
+    std::vector<std::string> ids;
+    std::optional<std::string> timeout; // --timeout as given
+};
+
+// One id: the task as `submit --wait` prints it. Several: the table of them, as `run --wait` prints it.
+int wait(Invocation& inv, const WaitArgs& args) {
+    json ids = json::array();
+    for (const auto& text : args.ids) {
+        ids.push_back(parse_task_id(text));
+    }
+    json request = {{"op", "wait"}};
+    if (ids.size() == 1) {
+        request["task_id"] = ids[0];
+    } else {
+        request["task_ids"] = ids;
+    }
+    if (args.timeout) {
+        request["timeout_ms"] = parse_duration_ms(*args.timeout, "--timeout");
+    }
+    const json reply = inv.client().call(request);
+    const bool timed_out = reply.value("timed_out", false);
+    json tasks = ids.size() == 1 ? json::array({task_of(reply, "wait")}) : reply.value("tasks", json());
+    if (!tasks.is_array()) {
+        throw protocol_error("the reply to \"wait\" has no \"tasks\" array");
+    }
+    if (inv.json()) {
+        inv.print_json(ids.size() == 1 ? tasks[0] : reply);
+    } else {
+        inv.out() << render_tasks(tasks);
+        inv.print_ids(tasks);
+    }
+    if (timed_out) {
+        std::size_t unfinished = 0;
+        for (const auto& t : tasks) {
+            unfinished += is_finished(t) ? std::size_t{0} : std::size_t{1};
+        }
+        inv.err() << "canopy: TIMEOUT: " << unfinished << " of " << tasks.size() << " tasks had not finished after "
+                  << args.timeout.value_or("?") << "\n";
+        return 1;
+    }
+    if (const json* cause = first_cause(tasks)) {
+        report_task_failure(inv, *cause);
+        return 1;
+    }
+    return 0;
+}
+
+// Prints what became of each task; exits 1 when one was running and could not be stopped.
+int cancel(Invocation& inv, const std::vector<std::string>& id_texts) {
+    json ids = json::array();
+    for (const auto& text : id_texts) {
+        ids.push_back(parse_task_id(text));
+    }
+    const json reply = inv.client().call({{"op", "cancel"}, {"task_ids", ids}});
+    const json tasks = reply.value("tasks", json());
+    if (!tasks.is_array()) {
+        throw protocol_error("the reply to \"cancel\" has no \"tasks\" array");
+    }
+    if (inv.json()) {
+        inv.print_json(reply);
+    }
+    int rc = 0;
+    json cancelled = json::array();
+    for (const auto& t : tasks) {
+        const std::string outcome = t.is_object() ? t.value("cancel", "") : "";
+        const std::string label = task_label(t);
+        std::ostream& human = inv.json() ? inv.discard() : inv.out();
+        if (outcome == "cancelled") {
+            cancelled.push_back(t);
+            human << "cancelled " << label << "\n";
+        } else if (outcome == "finished") {
+            human << label << " had already finished (" << field_text(t, "state") << ")\n";
+        } else {
+            inv.err() << "canopy: " << label << " is running; its worker cannot stop it, so it will finish\n";
+            rc = 1;
+        }
+    }
+    if (!inv.json()) {
+        inv.print_ids(cancelled);
+    }
+    return rc;
 }
 
 int tasks(Invocation& inv) {
@@ -206,11 +287,27 @@ void add_task_commands(CLI::App& app, Invocation& inv, Action& action) {
     run_cmd->add_flag("--wait", run_args->wait, "wait until every task has finished, showing progress");
     run_cmd->callback([&inv, &action, run_args] { action = [&inv, run_args] { return run(inv, *run_args); }; });
 
-    CLI::App* wait_cmd = app.add_subcommand("wait", "wait until a task has finished");
+    CLI::App* wait_cmd = app.add_subcommand("wait", "wait until tasks have finished");
     add_common_options(*wait_cmd, inv);
-    auto task_id = std::make_shared<std::string>();
-    wait_cmd->add_option("TASK_ID", *task_id, "task id")->required();
-    wait_cmd->callback([&inv, &action, task_id] { action = [&inv, task_id] { return wait(inv, *task_id); }; });
+    auto wait_args = std::make_shared<WaitArgs>();
+    wait_cmd->add_option("TASK_ID", wait_args->ids, "task ids")->required();
+    auto timeout_text = std::make_shared<std::string>();
+    CLI::Option* timeout =
+        wait_cmd->add_option("--timeout", *timeout_text, "give up after this long (500ms, 30s, 5m, 2h) and exit 1");
+    timeout->type_name("DURATION");
+    wait_cmd->callback([&inv, &action, wait_args, timeout, timeout_text] {
+        if (timeout->count() > 0) {
+            wait_args->timeout = *timeout_text;
+        }
+        action = [&inv, wait_args] { return wait(inv, *wait_args); };
+    });
+
+    CLI::App* cancel_cmd = app.add_subcommand("cancel", "cancel queued tasks (their dependents fail too)");
+    add_common_options(*cancel_cmd, inv);
+    auto cancel_ids = std::make_shared<std::vector<std::string>>();
+    cancel_cmd->add_option("TASK_ID", *cancel_ids, "task ids")->required();
+    cancel_cmd->callback(
+        [&inv, &action, cancel_ids] { action = [&inv, cancel_ids] { return cancel(inv, *cancel_ids); }; });
 
     CLI::App* tasks_cmd = app.add_subcommand("tasks", "list unfinished and recently finished tasks");
     add_common_options(*tasks_cmd, inv);

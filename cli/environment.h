@@ -11,9 +11,8 @@ namespace canopy::cli {
 inline constexpr const char* DEFAULT_SOCKET = "/run/canopy/canopy.sock";
 
 struct Environment {
-    std::string socket_env;     // $CANOPY_SOCKET; empty when unset
-    bool stderr_is_tty = false; // progress lines are drawn only on a terminal
-    std::chrono::milliseconds poll_interval{200};
+    std::string socket_env;                         // $CANOPY_SOCKET; empty when unset
+    bool stderr_is_tty = false;                     // progress lines are drawn only on a terminal
     std::chrono::milliseconds progress_after{1000}; // a graph shows progress once it has run this long
 
     // $CANOPY_SOCKET and isatty(2) of this process; the default intervals.

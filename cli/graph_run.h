@@ -1,11 +1,11 @@
 #pragma once
-// Running a graph: one `run` request without "wait", then, when the caller waits, polling `tasks` every
-// Environment::poll_interval until every task of the graph has finished. A task that has dropped out of
-// the `tasks` list (it keeps the most recent 1000 finished ones) has finished; a `wait` on its id fetches
-// its final state at once.
+// Running a graph: one `run` request. Without waiting, the reply lists the tasks as queued; with waiting, the
+// daemon replies once every task of the graph has finished, with each one's final state, however large the
+// graph and however many finished tasks the daemon remembers.
 //
-// Progress: once the graph has run for Environment::progress_after and stderr is a terminal, a line
-// "\r[12/40] done, 1 failed" is redrawn on each poll; a final '\n' ends it. Nothing is drawn otherwise.
+// Progress: on a terminal the request asks for progress frames ({"done", "failed", "total"}, at most four a
+// second while tasks finish); once the graph has run for Environment::progress_after a line
+// "\r[12/40] done, 1 failed" is redrawn on each, and a final '\n' ends it. Nothing is drawn otherwise.
 //
 // Thread safety: uses the caller's Client; one thread at a time.
 
@@ -22,9 +22,8 @@ namespace canopy::cli {
 bool is_finished(const nlohmann::json& task);
 bool is_failure(const nlohmann::json& task);
 
-// "\r[done/total] done, F failed" over TASKSTATEs; done counts finished tasks, F those that failed or were
-// rejected.
-std::string progress_line(const nlohmann::json& tasks);
+// "\r[done/total] done, F failed" of a progress frame {"done", "failed", "total"}; missing counts are 0.
+std::string progress_line(const nlohmann::json& progress);
 
 // The graph's TASKSTATEs in graph order: as `run` replied, or with `wait` each in its final state. Throws
 // what Client::call throws, and protocol_error for a reply without a "tasks" array of objects with ids.

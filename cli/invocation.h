@@ -23,6 +23,8 @@ public:
 
     // Standard output for what a command prints for people: under -q it discards, and print_ids() writes the ids.
     std::ostream& out() noexcept { return quiet_ ? discard_ : out_; }
+    // A stream that drops what is written to it.
+    std::ostream& discard() noexcept { return discard_; }
     std::ostream& err() noexcept { return err_; }
     const Environment& env() const noexcept { return env_; }
 

@@ -113,4 +113,39 @@ std::string format_elapsed_ns(std::uint64_t ns) {
     return format_uptime(v / 1e9);
 }
 
+std::uint64_t parse_duration_ms(std::string_view text, std::string_view option) {
+    const auto bad = [&](const std::string& why) {
+        return usage_error(std::string(option) + " \"" + std::string(text) + "\": " + why);
+    };
+    std::size_t digits = 0;
+    while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') {
+        ++digits;
+    }
+    if (digits == 0 || digits > 9) {
+        throw bad("expected a whole number with a unit: 500ms, 30s, 5m, 2h");
+    }
+    std::uint64_t n = 0;
+    for (std::size_t i = 0; i < digits; ++i) {
+        n = n * 10 + static_cast<std::uint64_t>(text[i] - '0');
+    }
+    const std::string_view unit = text.substr(digits);
+    std::uint64_t scale = 0;
+    if (unit == "ms") {
+        scale = 1;
+    } else if (unit.empty() || unit == "s") {
+        scale = 1000;
+    } else if (unit == "m") {
+        scale = 60'000;
+    } else if (unit == "h") {
+        scale = 3'600'000;
+    } else {
+        throw bad("unknown unit \"" + std::string(unit) + "\" (ms, s, m or h)");
+    }
+    constexpr std::uint64_t DAY_MS = 86'400'000;
+    if (n > DAY_MS / scale) {
+        throw bad("at most a day");
+    }
+    return n * scale;
+}
+
 } // namespace canopy::cli

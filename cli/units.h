@@ -16,6 +16,11 @@ namespace canopy::cli {
 // Throws usage_error naming `option` and the text ("--bytes \"4Q\": ...") when `text` is not a byte size.
 std::uint64_t parse_byte_size(std::string_view text, std::string_view option);
 
+// A duration: a decimal integer with a unit, ms, s, m or h ("500ms", "30s", "5m", "2h"); a plain integer is
+// seconds. Returns milliseconds. Throws usage_error naming `option` and the text for anything else, and for a
+// duration over a day.
+std::uint64_t parse_duration_ms(std::string_view text, std::string_view option);
+
 // "512 B", "1.0 KiB", "4.0 MiB", "1.5 GiB": one decimal place above 1 KiB, binary units.
 std::string format_bytes(std::uint64_t n);
 

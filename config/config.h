@@ -36,6 +36,8 @@ inline constexpr std::uint32_t MAX_SUBS = 64;
 inline constexpr std::size_t MAX_SOCKET_PATH_BYTES = 107; // sun_path holds 108 bytes with the NUL
 inline constexpr std::uint32_t MIN_FRAME_BYTES = 1024;
 inline constexpr std::uint32_t MAX_FRAME_BYTES = 64u << 20;
+// control.task_history: 1 to this many finished tasks remembered.
+inline constexpr std::uint32_t MAX_TASK_HISTORY = 1000000;
 inline constexpr std::uint64_t MAX_PRELOAD_BYTES = std::uint64_t{1} << 40;
 inline constexpr std::uint32_t MAX_RESTART_BUDGET = 1000;
 // Every *_ms duration fits the int milliseconds that poll, epoll_wait and timerfd callers take.
@@ -67,6 +69,8 @@ struct ControlConfig {
     std::vector<std::uint32_t> allow_uids;
     std::vector<std::uint32_t> allow_gids;
     std::uint32_t max_frame_bytes = 1u << 20;
+    // Finished tasks remembered for `tasks` and `wait`, newest first.
+    std::uint32_t task_history = 10000;
 
     bool operator==(const ControlConfig&) const = default;
 };

@@ -59,6 +59,7 @@ void describe_control(std::ostream& out, const ControlConfig& control) {
     out << "  allowed uids besides the daemon's own: " << join_ids(control.allow_uids) << "\n";
     out << "  allowed gids: " << join_ids(control.allow_gids) << "\n";
     out << "  max frame: " << control.max_frame_bytes << " bytes\n";
+    out << "  finished tasks remembered: " << control.task_history << "\n";
 }
 
 void describe_preloads(std::ostream& out, const std::vector<PreloadConfig>& preloads) {

@@ -33,7 +33,7 @@ void check_backoff(const ObjectReader& object, const SupervisionConfig& supervis
 } // namespace
 
 ControlConfig parse_control(const Field& field) {
-    const ObjectReader object(field, {"socket", "allow_uids", "allow_gids", "max_frame_bytes"});
+    const ObjectReader object(field, {"socket", "allow_uids", "allow_gids", "max_frame_bytes", "task_history"});
     ControlConfig control;
     if (const auto socket = object.find("socket")) {
         control.socket = read_absolute_path(*socket, MAX_SOCKET_PATH_BYTES);
@@ -46,6 +46,9 @@ ControlConfig parse_control(const Field& field) {
     }
     if (const auto frame = object.find("max_frame_bytes")) {
         control.max_frame_bytes = static_cast<std::uint32_t>(frame->integer(MIN_FRAME_BYTES, MAX_FRAME_BYTES));
+    }
+    if (const auto history = object.find("task_history")) {
+        control.task_history = static_cast<std::uint32_t>(history->integer(1, MAX_TASK_HISTORY));
     }
     return control;
 }

@@ -23,7 +23,8 @@ json control_json(const ControlConfig& control) {
     return {{"socket", control.socket.string()},
             {"allow_uids", control.allow_uids},
             {"allow_gids", control.allow_gids},
-            {"max_frame_bytes", control.max_frame_bytes}};
+            {"max_frame_bytes", control.max_frame_bytes},
+            {"task_history", control.task_history}};
 }
 
 json preload_json(const PreloadConfig& preload) {

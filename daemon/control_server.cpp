@@ -223,7 +223,11 @@ private:
             // completing it can admit the next buffered request, which would take that lock again.
             asio::post(io, [weak, seq, id, reply = std::move(reply)]() mutable {
                 if (auto self = weak.lock()) {
-                    self->complete(seq, serialize(std::move(reply), id));
+                    if (reply.interim()) {
+                        self->interim(seq, serialize_progress(reply, id));
+                    } else {
+                        self->complete(seq, serialize(std::move(reply), id));
+                    }
                 }
             });
         });
@@ -269,6 +273,25 @@ private:
             object["id"] = nlohmann::json::parse(id);
         }
         return dump(object);
+    }
+
+    // {"progress": ..., "id": ...}: no "ok", so that a client tells it from the final reply.
+    static std::string serialize_progress(Response& reply, const std::string& id) {
+        std::string body = "{\"progress\":" + dump(reply.json());
+        if (!id.empty()) {
+            body += ",\"id\":" + id;
+        }
+        body += '}';
+        return body;
+    }
+
+    // Writes a progress frame of request `seq` when it is the oldest unanswered one and the reply budget has
+    // room; drops it otherwise (a later one, or the final reply, says more).
+    void interim(std::uint64_t seq, const std::string& body) {
+        if (seq == next_reply_ && !closing_ &&
+            out_bytes_ + done_bytes_ + body.size() < server_.options_.limits.max_queued_reply_bytes) {
+            enqueue_now(body);
+        }
     }
 
     // Stores a reply and writes every reply that is next in request order.

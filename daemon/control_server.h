@@ -59,7 +59,16 @@ public:
         r.serialized_ = true;
         return r;
     }
+    // A frame sent before the final reply, {"id": ..., "progress": PROGRESS} (no "ok"): written only while its
+    // request is the oldest one unanswered on its connection and the connection's reply budget has room,
+    // else dropped; a handler may send any number of them before its final reply.
+    static Response progress(nlohmann::json progress) {
+        Response r{std::move(progress)};
+        r.interim_ = true;
+        return r;
+    }
     bool serialized() const noexcept { return serialized_; }
+    bool interim() const noexcept { return interim_; }
     nlohmann::json& json() noexcept { return json_; }
     const std::string& members_text() const noexcept { return members_; }
 
@@ -67,11 +76,13 @@ private:
     nlohmann::json json_;
     std::string members_;
     bool serialized_ = false;
+    bool interim_ = false;
 };
 
 using Reply = std::function<void(Response)>;
 
-// Handles one request; calls `reply` exactly once, now or later, from any thread.
+// Handles one request; calls `reply` with its final response exactly once, now or later, from any thread, after
+// any number of Response::progress frames.
 using RequestHandler = std::function<void(const nlohmann::json& request, const Peer& peer, Reply reply)>;
 
 // The bounds of the control socket; docs/control-protocol.md "Limits" states each default.

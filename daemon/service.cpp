@@ -24,7 +24,7 @@ Service::Service(const config::Config& config, std::shared_ptr<spdlog::logger> l
               handle(request, peer, std::move(reply));
           },
           log_),
-      signals_(io_, SIGTERM, SIGINT) {
+      book_(config.control.task_history), signals_(io_, SIGTERM, SIGINT) {
     supervisor_.set_on_change([this] { tree_changed(); });
     supervisor_.set_on_fatal([this](const std::string& why) {
         log_->critical("canopyd exits with status 1 so that it can be restarted afresh: {}", why);

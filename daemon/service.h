@@ -57,6 +57,7 @@ private:
     // tasks (service_tasks.cpp)
     void handle_run(const nlohmann::json& request, Reply reply, bool single);
     void handle_wait(const nlohmann::json& request, Reply reply);
+    nlohmann::json handle_cancel(const nlohmann::json& request, const Peer& peer);
     // A task's result, from any thread: recorded at once under mu_.
     void on_result(std::uint64_t id, const TaskResult& result);
     // A dispatched task's result, from a supervisor completion thread: queued for the io thread, which

@@ -153,6 +153,8 @@ void Service::handle(const json& request, const Peer& peer, Reply reply) {
         json result = json::object();
         if (op == "status") {
             result = handle_status();
+        } else if (op == "cancel") {
+            result = handle_cancel(request, peer);
         } else if (op == "buffer.create") {
             const std::string backend = request.contains("backend") && request["backend"].is_string()
                                             ? request["backend"].get<std::string>()
@@ -367,7 +369,7 @@ void Service::handle_buffer_transfer(const json& request, const Reply& reply, bo
         record.local = [this, info, offset, data = std::move(data), length, write, id, once]() mutable {
             run_transfer(info, offset, std::move(data), length, write, id, once);
         };
-        record.on_finish.push_back([once, write] {
+        record.on_finish.push_back([once, write](const std::string&) {
             once(error_reply("WORKER_DIED", std::string(write ? "buffer write" : "buffer read") +
                                                 ": the daemon stopped before the transfer ran"));
         });

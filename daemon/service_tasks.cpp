@@ -93,6 +93,9 @@ void Service::handle_run(const json& request, Reply reply, bool single) {
         waiter->states.resize(parsed.size());
         waiter->remaining = parsed.size();
         waiter->reply = std::move(reply);
+        waiter->progress =
+            request.contains("progress") && request["progress"].is_boolean() && request["progress"].get<bool>();
+        waiter->last_progress = std::chrono::steady_clock::now();
     }
     std::vector<std::uint64_t> ids;
     ids.reserve(parsed.size());
@@ -162,25 +165,200 @@ void Service::handle_run(const json& request, Reply reply, bool single) {
     dispatch(std::move(to_dispatch));
 }
 
-void Service::handle_wait(const json& request, Reply reply) {
-    const std::uint64_t id = uint_member(request, "task_id", "request");
-    std::lock_guard lock(mu_);
-    TaskRecord* t = book_.find(id);
-    if (t == nullptr) {
-        throw RequestError(ErrorCode::BAD_REQUEST,
-                           "no task " + std::to_string(id) + " (unknown, or finished too long ago to be remembered)");
+namespace {
+
+// A `wait` on several tasks: their states by position, filled as each finishes; one reply, at the last one's
+// finish or at the timeout, whichever comes first. Guarded by the Service's mu_.
+struct MultiWait {
+    std::vector<std::uint64_t> ids;
+    std::vector<std::string> states; // empty until that task finished
+    std::size_t remaining = 0;
+    bool single = false; // "task_id": the reply holds "task"
+    bool replied = false;
+    Reply reply;
+};
+
+std::string wait_members(const MultiWait& w, bool timed_out) {
+    std::string members = w.single ? "\"task\":" : "\"tasks\":[";
+    for (std::size_t i = 0; i < w.states.size(); ++i) {
+        members += i == 0 ? "" : ",";
+        members += w.states[i];
     }
-    if (t->finished()) {
-        std::string members = "\"task\":";
-        append_task_json(members, *t);
-        reply(Response::members(std::move(members)));
+    members += w.single ? "" : "]";
+    members += timed_out ? ",\"timed_out\":true" : ",\"timed_out\":false";
+    return members;
+}
+
+// A task id as the wait and cancel requests take it, in `where`.
+std::uint64_t task_id_of(const json& value, const std::string& where) {
+    if (!value.is_number_unsigned()) {
+        throw RequestError(ErrorCode::BAD_REQUEST, where + ": expected a task id (a non-negative integer)");
+    }
+    return value.get<std::uint64_t>();
+}
+
+// "task_id": N or "task_ids": [N, ...] (1 to MAX_WAIT_IDS, no id twice).
+std::vector<std::uint64_t> task_ids_of(const json& request, bool& single) {
+    constexpr std::size_t MAX_WAIT_IDS = 100000;
+    single = request.contains("task_id");
+    if (single == request.contains("task_ids")) {
+        throw RequestError(ErrorCode::BAD_REQUEST, "request: expected \"task_id\" or \"task_ids\", not both");
+    }
+    if (single) {
+        return {task_id_of(request["task_id"], "task_id")};
+    }
+    const json& list = request["task_ids"];
+    if (!list.is_array() || list.empty() || list.size() > MAX_WAIT_IDS) {
+        throw RequestError(ErrorCode::BAD_REQUEST,
+                           "task_ids: expected an array of 1 to " + std::to_string(MAX_WAIT_IDS) + " task ids");
+    }
+    std::vector<std::uint64_t> ids;
+    std::set<std::uint64_t> seen;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        ids.push_back(task_id_of(list[i], "task_ids[" + std::to_string(i) + "]"));
+        if (!seen.insert(ids.back()).second) {
+            throw RequestError(ErrorCode::BAD_REQUEST, "task_ids[" + std::to_string(i) + "]: task " +
+                                                           std::to_string(ids.back()) + " is listed twice");
+        }
+    }
+    return ids;
+}
+
+std::string unknown_task(std::uint64_t id) {
+    return "no task " + std::to_string(id) +
+           " (unknown, or finished longer ago than the daemon remembers: control.task_history)";
+}
+
+} // namespace
+
+void Service::handle_wait(const json& request, Reply reply) {
+    auto w = std::make_shared<MultiWait>();
+    w->ids = task_ids_of(request, w->single);
+    std::optional<std::chrono::milliseconds> timeout;
+    if (request.contains("timeout_ms")) {
+        constexpr std::uint64_t MAX_WAIT_TIMEOUT_MS = 86'400'000; // a day
+        const std::uint64_t ms = uint_member(request, "timeout_ms", "request");
+        if (ms > MAX_WAIT_TIMEOUT_MS) {
+            throw RequestError(ErrorCode::BAD_REQUEST, "request.timeout_ms: at most " +
+                                                           std::to_string(MAX_WAIT_TIMEOUT_MS) + " (a day), got " +
+                                                           std::to_string(ms));
+        }
+        timeout = std::chrono::milliseconds(ms);
+    }
+    w->states.resize(w->ids.size());
+    w->reply = std::move(reply);
+    std::lock_guard lock(mu_);
+    for (const std::uint64_t id : w->ids) {
+        const TaskRecord* t = book_.find(id);
+        if (t == nullptr || !t->listed) {
+            throw RequestError(ErrorCode::BAD_REQUEST, unknown_task(id));
+        }
+    }
+    for (std::size_t i = 0; i < w->ids.size(); ++i) {
+        TaskRecord* t = book_.find(w->ids[i]);
+        if (t->finished()) {
+            append_task_json(w->states[i], *t);
+            continue;
+        }
+        ++w->remaining;
+        t->on_finish.push_back([w, i](const std::string& state) {
+            if (w->replied) {
+                return;
+            }
+            w->states[i] = state;
+            if (--w->remaining == 0) {
+                w->replied = true;
+                w->reply(Response::members(wait_members(*w, false)));
+            }
+        });
+    }
+    if (w->remaining == 0) {
+        w->replied = true;
+        w->reply(Response::members(wait_members(*w, false)));
         return;
     }
-    t->on_finish.push_back([this, id, reply = std::move(reply)] {
-        std::string members = "\"task\":";
-        append_task_json(members, *book_.find(id));
-        reply(Response::members(std::move(members)));
-    });
+    if (timeout) {
+        // At the timeout, the tasks not finished are listed as they are then. A timer that fires after the reply
+        // does nothing.
+        auto timer = std::make_shared<boost::asio::steady_timer>(io_, *timeout);
+        timer->async_wait([this, w, timer](const boost::system::error_code& ec) {
+            if (ec) {
+                return;
+            }
+            std::lock_guard timer_lock(mu_);
+            if (w->replied) {
+                return;
+            }
+            for (std::size_t i = 0; i < w->ids.size(); ++i) {
+                if (w->states[i].empty()) {
+                    if (const TaskRecord* t = book_.find(w->ids[i])) {
+                        append_task_json(w->states[i], *t);
+                    }
+                }
+            }
+            w->replied = true;
+            w->reply(Response::members(wait_members(*w, true)));
+        });
+    }
+}
+
+// Fails each queued task named (and its dependents) with CANCELLED; a running task cannot be stopped by its
+// worker and finishes, which the reply says. Every id is checked before anything is cancelled.
+json Service::handle_cancel(const json& request, const Peer& peer) {
+    bool single = false;
+    const std::vector<std::uint64_t> ids = task_ids_of(request, single);
+    std::vector<json> outcomes;
+    ReadyWork to_dispatch;
+    std::vector<std::function<void()>> callbacks;
+    {
+        std::lock_guard lock(mu_);
+        for (const std::uint64_t id : ids) {
+            const TaskRecord* t = book_.find(id);
+            if (t == nullptr || !t->listed) {
+                throw RequestError(ErrorCode::BAD_REQUEST, unknown_task(id));
+            }
+        }
+        const std::string by =
+            "cancelled by uid " + std::to_string(peer.uid) + " (pid " + std::to_string(peer.pid) + ")";
+        for (const std::uint64_t id : ids) {
+            const TaskRecord* t = book_.find(id);
+            const auto state = scheduler_.state(id);
+            std::string outcome;
+            if (t->finished()) {
+                outcome = "finished";
+            } else if (state && *state != scheduler::TaskState::RUNNING) {
+                std::vector<scheduler::FailedTask> dependents;
+                scheduler_.fail(id, ErrorCode::CANCELLED, dependents);
+                auto done = finish_locked(id, "failed", ErrorCode::CANCELLED, by, 0, 0);
+                callbacks.insert(callbacks.end(), done.begin(), done.end());
+                for (const auto& [dependent, message] : dependents) {
+                    auto more = finish_locked(dependent, "failed", ErrorCode::DEPENDENCY_FAILED, message, 0, 0);
+                    callbacks.insert(callbacks.end(), more.begin(), more.end());
+                }
+                outcome = "cancelled";
+            } else {
+                outcome = "running";
+            }
+            json entry = task_json(*book_.find(id));
+            entry["cancel"] = outcome;
+            outcomes.push_back(std::move(entry));
+        }
+        dispatch_ready_locked(to_dispatch);
+        for (auto& cb : callbacks) {
+            cb();
+        }
+        if (book_.unfinished() == 0) {
+            drained_.notify_all();
+        }
+    }
+    dispatch(std::move(to_dispatch));
+    std::string listed;
+    for (const auto& o : outcomes) {
+        listed += (listed.empty() ? "" : ", ") + std::to_string(o["id"].get<std::uint64_t>()) + " " +
+                  o["cancel"].get<std::string>();
+    }
+    log_->info("cancel requested by uid {} (pid {}): {}", peer.uid, peer.pid, listed);
+    return {{"tasks", outcomes}};
 }
 
 // Moves every READY task out of the scheduler into `out`, marking it running. REQUIRES mu_.

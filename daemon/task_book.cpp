@@ -70,7 +70,17 @@ std::vector<std::function<void()>> TaskBook::finish(std::uint64_t id, const std:
     record.request.reset();
     if (auto waiter = std::move(record.waiter)) {
         append_task_json(waiter->states[record.position], record);
-        if (--waiter->remaining == 0) {
+        waiter->failed += state == "completed" ? std::size_t{0} : std::size_t{1};
+        if (--waiter->remaining > 0 && waiter->progress) {
+            const auto now = std::chrono::steady_clock::now();
+            if (now - waiter->last_progress >= TaskWaiter::PROGRESS_INTERVAL) {
+                waiter->last_progress = now;
+                const std::size_t total = waiter->states.size();
+                waiter->reply(Response::progress(
+                    {{"done", total - waiter->remaining}, {"failed", waiter->failed}, {"total", total}}));
+            }
+        }
+        if (waiter->remaining == 0) {
             std::size_t bytes = 16;
             for (const auto& text : waiter->states) {
                 bytes += text.size() + 1;
@@ -86,11 +96,21 @@ std::vector<std::function<void()>> TaskBook::finish(std::uint64_t id, const std:
             waiter->reply(Response::members(std::move(members)));
         }
     }
-    auto callbacks = std::move(record.on_finish);
-    record.on_finish.clear();
+    std::vector<std::function<void()>> callbacks;
+    if (!record.on_finish.empty()) {
+        auto text = std::make_shared<std::string>();
+        append_task_json(*text, record);
+        for (auto& cb : record.on_finish) {
+            callbacks.push_back([cb = std::move(cb), text] { cb(*text); });
+        }
+        record.on_finish.clear();
+    }
+    if (!record.listed) {
+        return callbacks; // the daemon's own step: no history
+    }
     done_.emplace(id, std::move(record));
     done_order_.push_back(id);
-    while (done_order_.size() > HISTORY) {
+    while (done_order_.size() > history_) {
         done_.erase(done_order_.front());
         done_order_.pop_front();
     }

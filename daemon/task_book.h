@@ -1,15 +1,18 @@
 #pragma once
 // TaskBook: the daemon's record of every task it accepted: name, kernel, worker, state, error and
 // times, the request until it is dispatched, and who waits for it. Unfinished tasks are kept until they
-// finish; finished ones are kept as history (the newest HISTORY of them) for `canopy tasks` and `wait`.
+// finish; finished ones are kept as history (the newest `history` of them, control.task_history) for
+// `canopy tasks` and `wait`. The daemon's own steps (buffer transfers, not listed) leave no history.
 //
 // Thread safety: none; the Service holds its mutex around every call.
 
 #include "daemon/control_server.h"
 #include "daemon/task.h"
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -26,6 +29,12 @@ struct TaskWaiter {
     std::size_t remaining = 0;
     bool single = false; // a `submit`: the reply holds "task", not "tasks"
     Reply reply;
+    // "progress": true: a Response::progress {"done", "failed", "total"} at most every PROGRESS_INTERVAL while
+    // tasks finish, before the reply.
+    bool progress = false;
+    std::size_t failed = 0;
+    std::chrono::steady_clock::time_point last_progress{};
+    static constexpr std::chrono::milliseconds PROGRESS_INTERVAL{250};
 };
 
 struct TaskRecord {
@@ -44,7 +53,8 @@ struct TaskRecord {
     // task is ready, outside the Service's lock; it reports its result through Service::on_result.
     std::function<void()> local;
     bool listed = true; // false for buffer transfers: ordered like tasks, but not tasks to `canopy tasks` or metrics
-    std::vector<std::function<void()>> on_finish;
+    // Run once the task finished, with its final state as JSON text (the record may be gone from history then).
+    std::vector<std::function<void(const std::string& state)>> on_finish;
     std::shared_ptr<TaskWaiter> waiter; // with the task's position in waiter->states
     std::uint32_t position = 0;
 
@@ -59,7 +69,7 @@ nlohmann::json task_json(const TaskRecord& t);
 
 class TaskBook {
 public:
-    static constexpr std::size_t HISTORY = 1000;
+    explicit TaskBook(std::size_t history) : history_(history) {}
 
     TaskRecord& add(TaskRecord record);
     TaskRecord* find(std::uint64_t id);
@@ -75,6 +85,7 @@ private:
     std::unordered_map<std::uint64_t, TaskRecord> live_;
     std::unordered_map<std::uint64_t, TaskRecord> done_;
     std::deque<std::uint64_t> done_order_;
+    std::size_t history_;
 };
 
 } // namespace canopy::daemon

@@ -24,6 +24,7 @@ constexpr std::array<std::string_view, ERROR_CODE_MAX + 1> NAMES = {
     "DEPENDENCY_FAILED",
     "BAD_REQUEST",
     "UNAUTHORIZED",
+    "CANCELLED",
 };
 
 } // namespace

@@ -32,9 +32,10 @@ enum class ErrorCode : std::uint16_t {
     DEPENDENCY_FAILED = 15,
     BAD_REQUEST = 16,
     UNAUTHORIZED = 17,
+    CANCELLED = 18,
 };
 
-inline constexpr std::uint16_t ERROR_CODE_MAX = 17;
+inline constexpr std::uint16_t ERROR_CODE_MAX = 18;
 
 // The spelling used on the control socket and by the CLI ("INVALID_TENSOR"). "OK" for ErrorCode::OK.
 std::string_view error_code_name(ErrorCode code) noexcept;

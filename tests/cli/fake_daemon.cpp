@@ -145,7 +145,6 @@ void FakeDaemon::serve_connection(int fd) {
 
 Environment test_env() {
     Environment env;
-    env.poll_interval = std::chrono::milliseconds(1);
     return env;
 }
 

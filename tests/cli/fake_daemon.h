@@ -71,7 +71,7 @@ struct CliRun {
     std::string err;
 };
 
-// A test Environment: no $CANOPY_SOCKET, stderr not a terminal, 1 ms polls.
+// A test Environment: no $CANOPY_SOCKET, stderr not a terminal.
 Environment test_env();
 
 // run_cli(args + "--socket" + socket) with `env`; the socket is appended when it is not empty.

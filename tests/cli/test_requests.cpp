@@ -208,7 +208,7 @@ TEST_CASE("submit refuses a bad SPEC or scalar with exit 2 naming it", "[cli]") 
     CHECK(missing.err.find("canopy: USAGE: --in: 1 required SPEC missing") == 0);
 }
 
-TEST_CASE("run sends the graph file without wait, also under --wait", "[cli]") {
+TEST_CASE("run sends the graph file, and under --wait asks the daemon to wait", "[cli]") {
     FakeDaemon daemon(plausible);
     const json graph = {{"tasks",
                          {{{"name", "init"},
@@ -223,7 +223,7 @@ TEST_CASE("run sends the graph file without wait, also under --wait", "[cli]") {
     const auto requests = daemon.requests();
     REQUIRE(requests.size() >= 2);
     CHECK(requests[0] == json{{"op", "run"}, {"id", 1}, {"graph", graph}, {"wait", false}});
-    CHECK(requests[1] == json{{"op", "run"}, {"id", 1}, {"graph", graph}, {"wait", false}});
+    CHECK(requests[1] == json{{"op", "run"}, {"id", 1}, {"graph", graph}, {"wait", true}, {"progress", false}});
 }
 
 TEST_CASE("run refuses a missing, non-JSON or task-less graph file with exit 2", "[cli]") {
@@ -288,14 +288,12 @@ TEST_CASE("module load takes --format and refuses a file it cannot classify", "[
 }
 
 TEST_CASE("requests on one connection carry ids 1, 2, 3", "[cli]") {
-    int listings = 0;
-    FakeDaemon daemon([&listings](const json& request) {
-        json task = TASK;
-        task["state"] = request["op"] == "tasks" && ++listings == 2 ? "completed" : "running";
-        return ok({{"tasks", {task}}});
+    // A write of 2.5 chunks is three buffer.write requests on one connection.
+    FakeDaemon daemon([](const json& request) {
+        return ok({{"written", base64_decode(request["data"].get<std::string>()).size()}});
     });
-    const std::string graph = write_file(daemon.dir(), "g.json", "{\"tasks\": [{}]}");
-    REQUIRE(run({"run", graph, "--wait"}, daemon.socket_path()).rc == 0);
+    const std::string file = write_file(daemon.dir(), "in.bin", std::string(1280 * 1024, 'x'));
+    REQUIRE(run({"buffer", "write", "B", "--from", file}, daemon.socket_path()).rc == 0);
     std::vector<json> ids;
     for (const auto& request : daemon.requests()) {
         ids.push_back(request["id"]);

@@ -1,5 +1,6 @@
-// run, submit and wait: task outcomes, polling and progress.
+// run, submit, wait and cancel: task outcomes and progress.
 
+#include "cli/frame.h"
 #include "cli/graph_run.h"
 #include "tests/cli/fake_daemon.h"
 
@@ -21,26 +22,25 @@ json task(const std::string& name, int id, const std::string& state) {
     return t;
 }
 
-// A daemon running a graph of three tasks: `run` queues them; each `tasks` listing finishes one more;
-// task 2 fails; task 1 has dropped out of the listing once finished, so only `wait` reports it.
+// A daemon running a graph of three tasks: `run` queues them; `run` with "wait" replies with their final states
+// (task 2 failed), after two progress frames when "progress" is asked for.
 struct GraphDaemon {
-    int listings = 0;
     FakeDaemon daemon{[this](const json& request) { return serve(request); }};
     std::string graph = write_file(daemon.dir(), "graph.json", "{\"tasks\": [{}, {}, {}]}");
 
     FakeReply serve(const json& request) {
-        const std::string op = request["op"];
-        if (op == "run") {
+        if (!request.value("wait", false)) {
             return ok({{"tasks", {task("a", 1, "queued"), task("b", 2, "queued"), task("c", 3, "queued")}}});
         }
-        if (op == "wait") {
-            return ok({{"task", task("a", 1, "completed")}});
+        const json id = request["id"];
+        std::string bytes;
+        if (request.value("progress", false)) {
+            bytes += encode_frame(json{{"id", id}, {"progress", {{"done", 1}, {"failed", 0}, {"total", 3}}}}.dump());
+            bytes += encode_frame(json{{"id", id}, {"progress", {{"done", 2}, {"failed", 1}, {"total", 3}}}}.dump());
         }
-        ++listings;
-        json list = json::array();
-        list.push_back(task("b", 2, listings >= 2 ? "failed" : "running"));
-        list.push_back(task("c", 3, listings >= 3 ? "completed" : "queued"));
-        return ok({{"tasks", list}});
+        const json tasks = {task("a", 1, "completed"), task("b", 2, "failed"), task("c", 3, "completed")};
+        bytes += encode_frame(json{{"id", id}, {"ok", true}, {"tasks", tasks}}.dump());
+        return raw(bytes);
     }
 
     std::vector<std::string> ops() const {
@@ -54,12 +54,12 @@ struct GraphDaemon {
 
 } // namespace
 
-TEST_CASE("run --wait polls until every task has finished and prints the final table", "[cli]") {
+TEST_CASE("run --wait is one request whose reply holds every task's final state", "[cli]") {
     GraphDaemon g;
     const CliRun r = run({"run", g.graph, "--wait"}, g.daemon.socket_path());
     CHECK(r.rc == 1);
-    CHECK(g.ops() == std::vector<std::string>{"run", "tasks", "wait", "tasks", "tasks"});
-    CHECK(g.daemon.requests()[2] == json{{"op", "wait"}, {"id", 3}, {"task_id", 1}});
+    REQUIRE(g.ops() == std::vector<std::string>{"run"});
+    CHECK(g.daemon.requests()[0]["wait"] == true);
     CHECK(r.out == "ID  NAME  KERNEL  ON     STATE      TIME  ERROR\n"
                    " 1  a     fill    chip0  completed     -\n"
                    " 2  b     fill    chip0  failed        -  KERNEL_FAILED: b went wrong\n"
@@ -82,13 +82,14 @@ TEST_CASE("run --wait --json prints every task's final state with errors", "[cli
     }
 }
 
-TEST_CASE("run --wait draws progress on a terminal once the graph runs long enough", "[cli]") {
+TEST_CASE("run --wait draws the daemon's progress frames on a terminal once the graph runs long enough", "[cli]") {
     GraphDaemon g;
     Environment env = test_env();
     env.stderr_is_tty = true;
     env.progress_after = std::chrono::milliseconds(0);
     const CliRun r = run({"run", g.graph, "--wait"}, g.daemon.socket_path(), env);
-    CHECK(r.err.find("\r[1/3] done, 0 failed\r[2/3] done, 1 failed\r[3/3] done, 1 failed\n") == 0);
+    CHECK(g.daemon.requests()[0]["progress"] == true);
+    CHECK(r.err.find("\r[1/3] done, 0 failed\r[2/3] done, 1 failed\n") == 0);
 }
 
 TEST_CASE("run --wait draws no progress when stderr is not a terminal or the graph is quick", "[cli]") {
@@ -97,6 +98,7 @@ TEST_CASE("run --wait draws no progress when stderr is not a terminal or the gra
     env.stderr_is_tty = false;
     env.progress_after = std::chrono::milliseconds(0);
     CHECK(run({"run", g.graph, "--wait"}, g.daemon.socket_path(), env).err.find('\r') == std::string::npos);
+    CHECK(g.daemon.requests()[0]["progress"] == false);
     GraphDaemon quick;
     env.stderr_is_tty = true;
     env.progress_after = std::chrono::hours(1);
@@ -104,9 +106,8 @@ TEST_CASE("run --wait draws no progress when stderr is not a terminal or the gra
 }
 
 TEST_CASE("progress lines count finished and failed tasks", "[cli]") {
-    CHECK(progress_line(json::array()) == "\r[0/0] done, 0 failed");
-    CHECK(progress_line({task("a", 1, "completed"), task("b", 2, "running"), task("c", 3, "rejected")}) ==
-          "\r[2/3] done, 1 failed");
+    CHECK(progress_line(json::object()) == "\r[0/0] done, 0 failed");
+    CHECK(progress_line(json::object({{"done", 2}, {"failed", 1}, {"total", 3}})) == "\r[2/3] done, 1 failed");
 }
 
 TEST_CASE("run without --wait prints the queued tasks and exits 0", "[cli]") {
@@ -170,4 +171,54 @@ TEST_CASE("wait prints the finished task and exits 1 for a failed one", "[cli]")
     CHECK(json::parse(r.out)["state"] == "completed");
     FakeDaemon failed([](const json&) { return ok({{"task", task("a", 5, "failed")}}); });
     CHECK(run({"wait", "5"}, failed.socket_path()).rc == 1);
+}
+
+TEST_CASE("wait on several tasks sends their ids and prints their table", "[cli]") {
+    FakeDaemon daemon([](const json&) {
+        return ok({{"tasks", {task("a", 5, "completed"), task("b", 6, "completed")}}, {"timed_out", false}});
+    });
+    const CliRun r = run({"wait", "5", "6", "--timeout", "30s"}, daemon.socket_path());
+    CHECK(r.rc == 0);
+    CHECK(daemon.requests()[0]["task_ids"] == json{5, 6});
+    CHECK(daemon.requests()[0]["timeout_ms"] == 30000);
+    CHECK(r.out.find(" 6  b     fill    chip0  completed") != std::string::npos);
+}
+
+TEST_CASE("wait that timed out exits 1 saying how many tasks had not finished", "[cli]") {
+    FakeDaemon daemon([](const json&) {
+        return ok({{"tasks", {task("a", 5, "completed"), task("b", 6, "running")}}, {"timed_out", true}});
+    });
+    const CliRun r = run({"wait", "5", "6", "--timeout", "500ms"}, daemon.socket_path());
+    CHECK(r.rc == 1);
+    CHECK(r.err == "canopy: TIMEOUT: 1 of 2 tasks had not finished after 500ms\n");
+}
+
+TEST_CASE("wait refuses a bad timeout before it connects", "[cli]") {
+    FakeDaemon daemon([](const json&) { return ok(); });
+    for (const char* bad : {"5x", "-1s", "", "25h", "1.5s"}) {
+        INFO(bad);
+        const CliRun r = run({"wait", "5", "--timeout", bad}, daemon.socket_path());
+        CHECK(r.rc == 2);
+        CHECK_THAT(r.err, Catch::Contains("--timeout"));
+    }
+    CHECK(daemon.requests().empty());
+}
+
+TEST_CASE("cancel reports each task's fate and exits 1 when one was running", "[cli]") {
+    FakeDaemon daemon([](const json&) {
+        json a = task("a", 5, "failed");
+        a["cancel"] = "cancelled";
+        json b = task("b", 6, "completed");
+        b["cancel"] = "finished";
+        json c = task("c", 7, "running");
+        c["cancel"] = "running";
+        return ok({{"tasks", {a, b, c}}});
+    });
+    const CliRun r = run({"cancel", "5", "6", "7"}, daemon.socket_path());
+    CHECK(daemon.requests()[0]["task_ids"] == json{5, 6, 7});
+    CHECK(r.rc == 1);
+    CHECK(r.out == "cancelled task a (id 5)\ntask b (id 6) had already finished (completed)\n");
+    CHECK(r.err == "canopy: task c (id 7) is running; its worker cannot stop it, so it will finish\n");
+    const CliRun q = run({"cancel", "-q", "5", "6", "7"}, daemon.socket_path());
+    CHECK(q.out == "5\n");
 }

@@ -132,7 +132,7 @@ TEST_CASE("error code values are frozen", "[protocol]") {
     CHECK(raw(ErrorCode::DEPENDENCY_FAILED) == 15);
     CHECK(raw(ErrorCode::BAD_REQUEST) == 16);
     CHECK(raw(ErrorCode::UNAUTHORIZED) == 17);
-    CHECK(ERROR_CODE_MAX == 17);
+    CHECK(ERROR_CODE_MAX == 18);
 }
 
 TEST_CASE("element sizes match the dtype table", "[protocol]") {

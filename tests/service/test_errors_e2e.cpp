@@ -10,6 +10,7 @@
 #include "helpers.h"
 
 #include <catch2/catch.hpp>
+#include <thread>
 
 using namespace canopy::e2e;
 using nlohmann::json;
@@ -166,10 +167,19 @@ TEST_CASE("every error code reachable from the CLI comes with its exit code, JSO
     CHECK(d.log().find("control: refused pid") != std::string::npos);
     CHECK(d.log().find("uid 65534 gid") != std::string::npos);
 
-    // A read that fails removes its output file rather than leaving it partial.
-    const auto partial = write_file(files.path, "partial.bin", "old contents");
-    CHECK(d.cli({"buffer", "read", buf, "--to", partial, "--offset", "4000", "--bytes", "200"}).rc == 1);
-    CHECK_FALSE(std::filesystem::exists(partial));
+    // A read that fails leaves a file that was there as it was, and no partial copy beside it.
+    const auto kept = write_file(files.path, "kept.bin", "old contents");
+    CHECK(d.cli({"buffer", "read", buf, "--to", kept, "--offset", "4000", "--bytes", "200"}).rc == 1);
+    CHECK(read_file(kept) == "old contents");
+    const auto fresh = (files.path / "fresh.bin").string();
+    CHECK(d.cli({"buffer", "read", buf, "--to", fresh, "--offset", "4000", "--bytes", "200"}).rc == 1);
+    CHECK_FALSE(std::filesystem::exists(fresh));
+    for (const auto& entry : std::filesystem::directory_iterator(files.path)) {
+        CHECK(entry.path().string().find(".canopy-partial-") == std::string::npos);
+    }
+    // A read that succeeds replaces the file.
+    CHECK(d.cli({"buffer", "read", buf, "--to", kept, "--bytes", "4"}).rc == 0);
+    CHECK(read_file(kept).size() == 4);
 
     // DEPENDENCY_FAILED names the task that failed first; A itself failed on its own with TIMEOUT.
     const json dependency = d.cli_json({"run", dependency_graph, "--wait"});
@@ -180,6 +190,11 @@ TEST_CASE("every error code reachable from the CLI comes with its exit code, JSO
     const auto unknown_option = d.cli({"status", "--no-such-option", "--json"});
     CHECK(unknown_option.rc == 2);
     CHECK_THAT(unknown_option.err, Catch::StartsWith("canopy: USAGE: "));
+    // The daemon serves on, its tree whole again once the worker the timeout killed is back.
+    const auto whole_by = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (d.cli({"status"}).rc != 0 && std::chrono::steady_clock::now() < whole_by) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
     CHECK(d.cli({"status"}).rc == 0);
 }
 
