@@ -113,6 +113,9 @@ std::string render_buffer(const json& buffer) {
         table.add_row({"world", join(member(buffer, "world"), ",")});
     }
     table.add_row({"creator", field_text(buffer, "creator")});
+    if (buffer.is_object() && buffer.contains("owner_uid") && !buffer["owner_uid"].is_null()) {
+        table.add_row({"owner", "uid " + field_text(buffer, "owner_uid")});
+    }
     const std::string text = table.render();
     return text.substr(text.find('\n') + 1); // without the header line
 }

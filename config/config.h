@@ -68,6 +68,10 @@ struct ControlConfig {
     // Peers allowed besides the daemon's own uid; no duplicates.
     std::vector<std::uint32_t> allow_uids;
     std::vector<std::uint32_t> allow_gids;
+    // Admins besides the daemon's own uid (docs/config.md): shutdown, module loads, worker restarts, and any
+    // user's buffers.
+    std::vector<std::uint32_t> admin_uids;
+    std::vector<std::uint32_t> admin_gids;
     std::uint32_t max_frame_bytes = 1u << 20;
     // Finished tasks remembered for `tasks` and `wait`, newest first.
     std::uint32_t task_history = 10000;

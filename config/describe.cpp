@@ -58,6 +58,8 @@ void describe_control(std::ostream& out, const ControlConfig& control) {
     out << "control socket: " << control.socket.string() << "\n";
     out << "  allowed uids besides the daemon's own: " << join_ids(control.allow_uids) << "\n";
     out << "  allowed gids: " << join_ids(control.allow_gids) << "\n";
+    out << "  admin uids besides the daemon's own: " << join_ids(control.admin_uids) << "\n";
+    out << "  admin gids: " << join_ids(control.admin_gids) << "\n";
     out << "  max frame: " << control.max_frame_bytes << " bytes\n";
     out << "  finished tasks remembered: " << control.task_history << "\n";
 }

@@ -33,7 +33,8 @@ void check_backoff(const ObjectReader& object, const SupervisionConfig& supervis
 } // namespace
 
 ControlConfig parse_control(const Field& field) {
-    const ObjectReader object(field, {"socket", "allow_uids", "allow_gids", "max_frame_bytes", "task_history"});
+    const ObjectReader object(
+        field, {"socket", "allow_uids", "allow_gids", "admin_uids", "admin_gids", "max_frame_bytes", "task_history"});
     ControlConfig control;
     if (const auto socket = object.find("socket")) {
         control.socket = read_absolute_path(*socket, MAX_SOCKET_PATH_BYTES);
@@ -43,6 +44,12 @@ ControlConfig parse_control(const Field& field) {
     }
     if (const auto gids = object.find("allow_gids")) {
         control.allow_gids = read_id_list(*gids);
+    }
+    if (const auto uids = object.find("admin_uids")) {
+        control.admin_uids = read_id_list(*uids);
+    }
+    if (const auto gids = object.find("admin_gids")) {
+        control.admin_gids = read_id_list(*gids);
     }
     if (const auto frame = object.find("max_frame_bytes")) {
         control.max_frame_bytes = static_cast<std::uint32_t>(frame->integer(MIN_FRAME_BYTES, MAX_FRAME_BYTES));

@@ -20,10 +20,9 @@ json node_json(const NodeConfig& node) {
 }
 
 json control_json(const ControlConfig& control) {
-    return {{"socket", control.socket.string()},
-            {"allow_uids", control.allow_uids},
-            {"allow_gids", control.allow_gids},
-            {"max_frame_bytes", control.max_frame_bytes},
+    return {{"socket", control.socket.string()},   {"allow_uids", control.allow_uids},
+            {"allow_gids", control.allow_gids},    {"admin_uids", control.admin_uids},
+            {"admin_gids", control.admin_gids},    {"max_frame_bytes", control.max_frame_bytes},
             {"task_history", control.task_history}};
 }
 

@@ -3,6 +3,7 @@
 #include "daemon/notify.h"
 #include "ipc/futex.h"
 
+#include <algorithm>
 #include <sched.h>
 #include <unistd.h>
 
@@ -14,11 +15,27 @@ SupervisorOptions service_options(const config::Config& config) {
     return from_config(config, config.state_dir);
 }
 
+namespace {
+
+// Admins may use the socket whether or not the allow lists name them.
+std::vector<std::uint32_t> allowed_ids(std::vector<std::uint32_t> allowed, const std::vector<std::uint32_t>& admins) {
+    for (const std::uint32_t id : admins) {
+        if (std::find(allowed.begin(), allowed.end(), id) == allowed.end()) {
+            allowed.push_back(id);
+        }
+    }
+    return allowed;
+}
+
+} // namespace
+
 Service::Service(const config::Config& config, std::shared_ptr<spdlog::logger> log)
-    : config_(config), log_(std::move(log)), supervisor_(service_options(config)),
+    : config_(config), log_(std::move(log)), access_(::getuid(), config.control.admin_uids, config.control.admin_gids),
+      supervisor_(service_options(config)),
       control_(
           io_,
-          ControlOptions{config.control.socket, config.control.allow_uids, config.control.allow_gids,
+          ControlOptions{config.control.socket, allowed_ids(config.control.allow_uids, config.control.admin_uids),
+                         allowed_ids(config.control.allow_gids, config.control.admin_gids),
                          config.control.max_frame_bytes},
           [this](const nlohmann::json& request, const Peer& peer, Reply reply) {
               handle(request, peer, std::move(reply));

@@ -11,6 +11,7 @@
 // threads (task results) and one stopper thread, and shares state under mu_.
 
 #include "config/config.h"
+#include "daemon/access_policy.h"
 #include "daemon/control_server.h"
 #include "daemon/json_codec.h"
 #include "daemon/metrics.h"
@@ -44,9 +45,11 @@ private:
     // control requests (service_handlers.cpp)
     void handle(const nlohmann::json& request, const Peer& peer, Reply reply);
     nlohmann::json handle_status() const;
-    nlohmann::json handle_buffer_create(const nlohmann::json& request);
+    nlohmann::json handle_buffer_create(const nlohmann::json& request, const Peer& peer);
+    // buffer_json and the buffer's owner ("owner_uid", null for the daemon's own buffers).
+    nlohmann::json buffer_entry(const BufferInfo& info) const;
     Backend device_backend(const std::string& chip) const;
-    void handle_buffer_transfer(const nlohmann::json& request, const Reply& reply, bool write);
+    void handle_buffer_transfer(const nlohmann::json& request, const Reply& reply, bool write, const Peer& peer);
     using TransferDone = std::function<void(ErrorCode, const std::string&, nlohmann::json)>;
     void transfer_through_chip(const BufferInfo& info, std::uint64_t offset, std::vector<std::byte> data,
                                std::uint64_t length, bool write, const TransferDone& done);
@@ -55,7 +58,7 @@ private:
     BufferInfo live_buffer(const nlohmann::json& request) const;
 
     // tasks (service_tasks.cpp)
-    void handle_run(const nlohmann::json& request, Reply reply, bool single);
+    void handle_run(const nlohmann::json& request, Reply reply, bool single, const Peer& peer);
     void handle_wait(const nlohmann::json& request, Reply reply);
     nlohmann::json handle_cancel(const nlohmann::json& request, const Peer& peer);
     // A task's result, from any thread: recorded at once under mu_.
@@ -95,6 +98,7 @@ private:
 
     config::Config config_;
     std::shared_ptr<spdlog::logger> log_;
+    AccessPolicy access_;
     Supervisor supervisor_;
     // Requests that wait on workers without a task of their own (device buffer creation) or reserve much
     // memory (shm buffers from SLOW_CREATE_BYTES up, service_handlers.cpp) run here, so that the control

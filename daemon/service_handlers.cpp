@@ -143,7 +143,7 @@ void Service::handle(const json& request, const Peer& peer, Reply reply) {
     try {
         const std::string op = string_member(request, "op", "request");
         if (op == "submit" || op == "run") {
-            handle_run(request, reply, op == "submit"); // a copy: `reply` still answers a throw
+            handle_run(request, reply, op == "submit", peer); // a copy: `reply` still answers a throw
             return;
         }
         if (op == "wait") {
@@ -164,35 +164,38 @@ void Service::handle(const json& request, const Peer& peer, Reply reply) {
             if (backend == "vmm" || backend == "symmetric" || large) {
                 // The chips of the buffer make it, after the tasks queued on them, and reserving a large shm
                 // object takes a while (about 1 s per GiB): answered from slow_.
-                boost::asio::post(slow_, [this, request, reply] {
+                boost::asio::post(slow_, [this, request, reply, peer] {
                     try {
-                        reply(handle_buffer_create(request));
+                        reply(handle_buffer_create(request, peer));
                     } catch (...) {
                         reply(error_of_current_exception());
                     }
                 });
                 return;
             }
-            result = handle_buffer_create(request);
+            result = handle_buffer_create(request, peer);
         } else if (op == "buffer.list") {
             json list = json::array();
             for (const auto& b : supervisor_.buffers()) {
-                list.push_back(buffer_json(b));
+                list.push_back(buffer_entry(b));
             }
             result = {{"buffers", list}};
         } else if (op == "buffer.show") {
-            result = {{"buffer", buffer_json(live_buffer(request))}};
+            result = {{"buffer", buffer_entry(live_buffer(request))}};
         } else if (op == "buffer.release") {
-            if (const auto module = supervisor_.module_of_buffer(live_buffer(request).descriptor.identity)) {
+            const CanonicalIdentity id = live_buffer(request).descriptor.identity;
+            if (const auto module = supervisor_.module_of_buffer(id)) {
                 bad("buffer " + string_member(request, "buffer", "request") + " holds the image of module " + *module +
                     "; it is released when the module is replaced or the daemon stops");
             }
-            const auto warning = supervisor_.release_buffer(live_buffer(request).descriptor.identity);
+            access_.require_owner(peer, id, "buffer.release", "release");
+            const auto warning = supervisor_.release_buffer(id);
+            access_.forget(id);
             if (warning) {
                 result["warning"] = *warning;
             }
         } else if (op == "buffer.write" || op == "buffer.read") {
-            handle_buffer_transfer(request, reply, op == "buffer.write");
+            handle_buffer_transfer(request, reply, op == "buffer.write", peer);
             return;
         } else if (op == "tasks") {
             std::lock_guard lock(mu_);
@@ -200,6 +203,8 @@ void Service::handle(const json& request, const Peer& peer, Reply reply) {
         } else if (op == "metrics") {
             result = {{"text", metrics_.render(supervisor_.status(), supervisor_.buffers())}};
         } else if (op == "module.load") {
+            access_.require_admin(peer, "module.load");
+            log_->info("module load asked by uid {} pid {}", peer.uid, peer.pid);
             handle_module_load(request, reply); // answered when every cuda chip loaded it
             return;
         } else if (op == "module.list") {
@@ -210,10 +215,12 @@ void Service::handle(const json& request, const Peer& peer, Reply reply) {
             result = {{"modules", list}};
         } else if (op == "worker.restart") {
             const std::string worker = string_member(request, "worker", "request");
+            access_.require_admin(peer, "worker.restart");
             supervisor_.restart_worker(worker);
             log_->warn("worker {}: restart asked by uid {} pid {}", worker, peer.uid, peer.pid);
             result = {{"worker", worker}};
         } else if (op == "shutdown") {
+            access_.require_admin(peer, "shutdown");
             log_->warn("shutdown asked by uid {} pid {}", peer.uid, peer.pid);
             reply(json::object());
             request_stop();
@@ -223,7 +230,13 @@ void Service::handle(const json& request, const Peer& peer, Reply reply) {
         }
         reply(std::move(result));
     } catch (...) {
-        reply(error_of_current_exception());
+        json error = error_of_current_exception();
+        const std::string code = error["error"]["code"];
+        if (code == "UNAUTHORIZED" || code == "ACCESS_DENIED") {
+            log_->warn("control: refused {} of uid {} pid {}: {}", request.value("op", "?"), peer.uid, peer.pid,
+                       error["error"]["message"].get<std::string>());
+        }
+        reply(std::move(error));
     }
 }
 
@@ -278,7 +291,14 @@ Backend Service::device_backend(const std::string& chip) const {
     return Backend::SIM_VMM;
 }
 
-json Service::handle_buffer_create(const json& request) {
+json Service::buffer_entry(const BufferInfo& info) const {
+    json entry = buffer_json(info);
+    const auto owner = access_.owner(info.descriptor.identity);
+    entry["owner_uid"] = owner ? json(*owner) : json();
+    return entry;
+}
+
+json Service::handle_buffer_create(const json& request, const Peer& peer) {
     BufferRequest r;
     r.nbytes = uint_member(request, "bytes", "request");
     r.access =
@@ -308,12 +328,16 @@ json Service::handle_buffer_create(const json& request) {
         bad("backend: expected \"shm\", \"vmm\" or \"symmetric\", got \"" + backend + "\"");
     }
     const BufferDescriptor d = supervisor_.create_buffer(r);
-    log_->debug("created buffer {} ({} bytes, {})", to_string(d.identity), d.nbytes, to_string(Backend{d.backend}));
-    return {{"buffer", buffer_json(*supervisor_.registry().find(d.identity))}};
+    access_.set_owner(d.identity, peer.uid);
+    log_->debug("created buffer {} ({} bytes, {}) for uid {}", to_string(d.identity), d.nbytes,
+                to_string(Backend{d.backend}), peer.uid);
+    return {{"buffer", buffer_entry(*supervisor_.registry().find(d.identity))}};
 }
 
-void Service::handle_buffer_transfer(const json& request, const Reply& reply, bool write) {
+void Service::handle_buffer_transfer(const json& request, const Reply& reply, bool write, const Peer& peer) {
     const BufferInfo info = live_buffer(request);
+    access_.require_owner(peer, info.descriptor.identity, write ? "buffer.write" : "buffer.read",
+                          write ? "write the bytes of" : "read the bytes of");
     const std::uint64_t nbytes = info.descriptor.nbytes;
     const std::uint64_t offset = uint_member(request, "offset", "request", 0);
     if (offset > nbytes) {

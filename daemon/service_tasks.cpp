@@ -40,7 +40,7 @@ void describe_unparsed(const json& t, std::size_t index, ParsedTask& out) {
 
 } // namespace
 
-void Service::handle_run(const json& request, Reply reply, bool single) {
+void Service::handle_run(const json& request, Reply reply, bool single, const Peer& peer) {
     std::vector<const json*> task_json_list;
     if (single) {
         task_json_list.push_back(&member(request, "task", "request"));
@@ -72,6 +72,9 @@ void Service::handle_run(const json& request, Reply reply, bool single) {
                                    where + ": task name '" + parsed[i].name + "' is used twice in the graph");
             }
             supervisor_.check(parsed[i].request);
+            for (const TensorArg& arg : parsed[i].request.args.tensors) {
+                access_.require_owner(peer, arg.tensor.buffer.identity, where, "use in a task");
+            }
             scheduler::check_no_overlapping_writes(parsed[i].request.args.tensors);
             parsed[i].request.timeout = config_.supervision.task_timeout;
         } catch (const RequestError& e) {

@@ -11,7 +11,8 @@ const std::string FULL = R"({
   "node": {"name": "host-a", "level": 3,
            "chips": [{"device": 0, "backend": "cuda"}, {"device": 1, "backend": "sim"}],
            "subs": 2, "nodes": []},
-  "control": {"socket": "/run/canopy/a.sock", "allow_uids": [0], "allow_gids": [10, 20], "max_frame_bytes": 2048},
+  "control": {"socket": "/run/canopy/a.sock", "allow_uids": [0], "allow_gids": [10, 20], "admin_uids": [1000],
+              "admin_gids": [27], "max_frame_bytes": 2048, "task_history": 50},
   "state_dir": "/var/lib/canopy-a",
   "log": {"level": "warn", "format": "journal"},
   "preload": [{"name": "weights", "path": "/srv/w.bin", "backend": "fork_cow"},
@@ -34,6 +35,9 @@ TEST_CASE("parse_config reads every key of the schema", "[config]") {
     CHECK(config.control.allow_uids == std::vector<std::uint32_t>{0});
     CHECK(config.control.allow_gids == std::vector<std::uint32_t>{10, 20});
     CHECK(config.control.max_frame_bytes == 2048);
+    CHECK(config.control.admin_uids == std::vector<std::uint32_t>{1000});
+    CHECK(config.control.admin_gids == std::vector<std::uint32_t>{27});
+    CHECK(config.control.task_history == 50);
     CHECK(config.state_dir == "/var/lib/canopy-a");
     CHECK(config.log.level == LogLevel::WARN);
     CHECK(config.log.format == LogFormat::JOURNAL);

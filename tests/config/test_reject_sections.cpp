@@ -55,6 +55,22 @@ TEST_CASE("allow_uids and allow_gids are arrays of distinct integers below 2^32"
     CHECK(config.control.allow_gids == std::vector<std::uint32_t>{7});
 }
 
+TEST_CASE("admin_uids and admin_gids are arrays of distinct ids, task_history 1 to 10^6", "[config]") {
+    require_all_rejected({
+        {"admin uid string", with_sections(R"("control": {"admin_uids": ["root"]})"), "/control/admin_uids/0",
+         R"(expected an integer, got string "root")"},
+        {"duplicate admin gid", with_sections(R"("control": {"admin_gids": [4, 4]})"), "/control/admin_gids/1",
+         "duplicate id 4"},
+        {"history 0", with_sections(R"("control": {"task_history": 0})"), "/control/task_history",
+         "expected an integer from 1 to 1000000, got 0"},
+        {"history too large", with_sections(R"("control": {"task_history": 1000001})"), "/control/task_history",
+         "got 1000001"},
+    });
+    const auto config = parse_config(with_sections(R"("control": {"task_history": 1000000})"));
+    CHECK(config.control.task_history == 1000000);
+    CHECK(parse_config(with_sections(R"("control": {})")).control.task_history == 10000);
+}
+
 TEST_CASE("max_frame_bytes is 1024 to 64 MiB", "[config]") {
     require_all_rejected({
         {"1023", with_sections(R"("control": {"max_frame_bytes": 1023})"), "/control/max_frame_bytes",

@@ -1,0 +1,97 @@
+// Ownership and roles through the real binaries, with clients of several uids: a buffer belongs to the uid
+// that created it, and shutdown, module loads and worker restarts are for admins.
+
+#include "fixture.h"
+#include "helpers.h"
+#include "tests/skip.h"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <unistd.h>
+
+using namespace canopy::e2e;
+using nlohmann::json;
+
+namespace {
+
+constexpr uid_t OWNER = 65534;
+constexpr uid_t OTHER = 65533;
+constexpr uid_t ADMIN = 65532;
+
+json access_config() {
+    return e2e_config(1, 0, {{"control", {{"allow_uids", {OWNER, OTHER}}, {"admin_uids", {ADMIN}}}}});
+}
+
+// The error code of a --json failure, or "" when the command succeeded.
+std::string refusal(const Output& o) {
+    return o.rc == 0 ? "" : error_code_of(o.json());
+}
+
+} // namespace
+
+TEST_CASE("a buffer's bytes, release and use in tasks are its creator's and the admins'", "[service][access]") {
+    if (::geteuid() != 0) {
+        CANOPY_SKIP("needs root to run clients as other uids");
+    }
+    Daemon d(access_config());
+    TempDir files;
+    std::filesystem::permissions(files.path, std::filesystem::perms::all); // every uid reads and writes here
+    const auto in = write_file(files.path, "in.bin", std::string(64, 'x'));
+    const auto out = (files.path / "out.bin").string();
+
+    const Output created = d.cli({"buffer", "create", "--bytes", "64", "--json"}, OWNER);
+    REQUIRE(created.rc == 0);
+    const std::string id = created.json().at("id");
+    CHECK(created.json().at("owner_uid") == OWNER);
+    CHECK(d.cli({"buffer", "write", id, "--from", in}, OWNER).rc == 0);
+    CHECK(d.cli({"buffer", "read", id, "--to", out}, OWNER).rc == 0);
+
+    // Another allowed uid may see the buffer but not touch it.
+    CHECK(d.cli({"buffer", "show", id}, OTHER).rc == 0);
+    for (const auto& args : {std::vector<std::string>{"buffer", "read", id, "--to", out, "--json"},
+                             std::vector<std::string>{"buffer", "write", id, "--from", in, "--json"},
+                             std::vector<std::string>{"buffer", "release", id, "--json"},
+                             std::vector<std::string>{"submit", "fill", "--on", "chip0", "--out", id + ":float32:16",
+                                                      "--scalar", "float32:1", "--wait", "--json"}}) {
+        INFO(args[0] << " " << args[1]);
+        const Output o = d.cli(args, OTHER);
+        CHECK(o.rc == 1);
+        CHECK(refusal(o) == "ACCESS_DENIED");
+        CHECK_THAT(o.err, Catch::Contains("belongs to uid 65534; uid 65533 may not"));
+    }
+    CHECK_THAT(d.log(), Catch::Contains("control: refused buffer.read of uid 65533"));
+
+    // The daemon's own uid and an admin uid may.
+    CHECK(d.cli({"buffer", "read", id, "--to", out}).rc == 0);
+    CHECK(d.cli({"submit", "fill", "--on", "chip0", "--out", id + ":float32:16", "--scalar", "float32:1", "--wait"},
+                ADMIN)
+              .rc == 0);
+    CHECK(d.cli({"buffer", "release", id}, ADMIN).rc == 0);
+    CHECK(d.stop() == 0);
+}
+
+TEST_CASE("shutdown, module load and worker restart need an admin", "[service][access]") {
+    if (::geteuid() != 0) {
+        CANOPY_SKIP("needs root to run clients as other uids");
+    }
+    Daemon d(access_config());
+    TempDir files;
+    std::filesystem::permissions(files.path, std::filesystem::perms::all);
+    const auto ptx = write_file(files.path, "k.ptx", ".version 8.0\n.target sm_90\n");
+    for (const auto& args : {std::vector<std::string>{"shutdown", "--json"},
+                             std::vector<std::string>{"worker", "restart", "chip0", "--json"},
+                             std::vector<std::string>{"module", "load", "m", ptx, "--json"}}) {
+        INFO(args[0]);
+        const Output o = d.cli(args, OWNER);
+        CHECK(o.rc == 1);
+        CHECK(refusal(o) == "UNAUTHORIZED");
+        CHECK_THAT(o.err, Catch::Contains("needs an admin: uid 65534"));
+    }
+    CHECK_THAT(d.log(), Catch::Contains("control: refused shutdown of uid 65534"));
+    CHECK(d.cli({"status"}, OWNER).rc == 0); // still serving
+    const Output restarted = d.cli({"worker", "restart", "chip0"}, ADMIN);
+    CHECK(restarted.rc == 0);
+    CHECK_THAT(d.log(), Catch::Contains("restart asked by uid 65532"));
+    CHECK(d.cli({"shutdown"}, ADMIN).rc == 0);
+    CHECK(d.wait_exit(std::chrono::seconds(20)) == 0);
+}
