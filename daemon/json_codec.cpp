@@ -373,6 +373,8 @@ json worker_json(const WorkerStatus& w) {
             {"restarts", w.restarts},
             {"tasks_done", w.tasks_done},
             {"tasks_failed", w.tasks_failed},
+            {"queued", w.queued},
+            {"in_flight", w.in_flight},
             {"uptime_s", w.uptime_s},
             {"last_exit", w.last_exit}};
 }

@@ -9,8 +9,10 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,7 +28,10 @@ public:
     // run time in the worker (0 when it never ran).
     void task_finished(const std::string& state, const std::string& worker, double seconds);
 
-    std::string render(const std::vector<WorkerStatus>& workers, const std::vector<BufferInfo>& buffers) const;
+    // The uid a buffer belongs to; nullopt for the daemon's own buffers.
+    using OwnerOf = std::function<std::optional<uid_t>(const CanonicalIdentity&)>;
+    std::string render(const std::vector<WorkerStatus>& workers, const std::vector<BufferInfo>& buffers,
+                       const OwnerOf& owner_of) const;
 
 private:
     struct Histogram {

@@ -16,6 +16,25 @@ namespace {
 constexpr std::size_t MAX_HEAD_BYTES = 8192;
 } // namespace
 
+HttpAnswer answer_request_line(std::string_view head) {
+    const std::string_view line = head.substr(0, head.find("\r\n"));
+    const auto first = line.find(' ');
+    const auto last = line.rfind(' ');
+    if (first == std::string_view::npos || last == first || !line.substr(last + 1).starts_with("HTTP/")) {
+        return {400, "Bad Request"};
+    }
+    const std::string_view method = line.substr(0, first);
+    std::string_view target = line.substr(first + 1, last - first - 1);
+    target = target.substr(0, target.find_first_of("?#")); // a query string asks for the same page
+    if (target != "/metrics") {
+        return {404, "Not Found"};
+    }
+    if (method != "GET") {
+        return {405, "Method Not Allowed"};
+    }
+    return {200, "OK"};
+}
+
 class MetricsListener::Exchange : public std::enable_shared_from_this<Exchange> {
 public:
     Exchange(tcp::socket socket, Render render, const MetricsLimits& limits, std::shared_ptr<Shared> shared)
@@ -55,9 +74,10 @@ private:
             close(); // a timeout, a head over MAX_HEAD_BYTES, or the client went away
             return;
         }
-        const bool metrics = head_.rfind("GET /metrics ", 0) == 0 || head_.rfind("GET /metrics\r", 0) == 0;
-        const std::string body = metrics ? render_() : "not found\n";
-        reply_ = std::string(metrics ? "HTTP/1.0 200 OK\r\n" : "HTTP/1.0 404 Not Found\r\n") +
+        const HttpAnswer answer = answer_request_line(head_);
+        std::string body = answer.status == 200 ? render_() : std::string(answer.reason) + "\n";
+        reply_ = "HTTP/1.0 " + std::to_string(answer.status) + " " + std::string(answer.reason) + "\r\n" +
+                 (answer.status == 405 ? "Allow: GET\r\n" : "") +
                  "Content-Type: text/plain; version=0.0.4\r\nContent-Length: " + std::to_string(body.size()) +
                  "\r\nConnection: close\r\n\r\n" + body;
         arm(limits_.write_timeout);

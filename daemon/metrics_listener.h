@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 // clang-format off
 #include <utility> // Boost 1.74's Asio needs it first under C++20
 #include <boost/asio/ip/tcp.hpp>
@@ -33,6 +34,15 @@ struct MetricsLimits {
     std::chrono::milliseconds write_timeout{5000}; // to write the response
     std::chrono::milliseconds accept_backoff{100}; // pause after a failed accept
 };
+
+// The answer to an HTTP request head: 200 for "GET /metrics" (any query string or fragment), 404 for
+// another path, 405 for another method on /metrics, 400 for a request line that is not "METHOD TARGET
+// HTTP/x".
+struct HttpAnswer {
+    int status;
+    std::string_view reason;
+};
+HttpAnswer answer_request_line(std::string_view head);
 
 class MetricsListener {
 public:

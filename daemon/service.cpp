@@ -235,6 +235,11 @@ void Service::schedule_watchdog() {
     });
 }
 
+std::string Service::render_metrics() const {
+    return metrics_.render(supervisor_.status(), supervisor_.buffers(),
+                           [this](const CanonicalIdentity& id) { return access_.owner(id); });
+}
+
 void Service::start_metrics_listener() {
     if (!config_.metrics.listen) {
         return;
@@ -243,8 +248,7 @@ void Service::start_metrics_listener() {
     asio::ip::tcp::resolver resolver(io_);
     const auto endpoints = resolver.resolve(listen.host, std::to_string(listen.port));
     metrics_listener_ = std::make_unique<MetricsListener>(
-        io_, endpoints.begin()->endpoint(),
-        [this] { return metrics_.render(supervisor_.status(), supervisor_.buffers()); }, MetricsLimits{}, log_);
+        io_, endpoints.begin()->endpoint(), [this] { return render_metrics(); }, MetricsLimits{}, log_);
     log_->info("metrics on http://{}/metrics", config::to_string(listen));
     metrics_listener_->start();
 }

@@ -91,6 +91,7 @@ private:
     void finish_when_closed(std::chrono::steady_clock::time_point deadline);
     static constexpr std::chrono::seconds CLOSE_GRACE{2};
     void start_metrics_listener();
+    std::string render_metrics() const;
     void schedule_watchdog();
     // Called on any change of the worker tree: STATUS= follows it (coalesced on the io thread).
     void tree_changed();

@@ -201,7 +201,7 @@ void Service::handle(const json& request, const Peer& peer, Reply reply) {
             std::lock_guard lock(mu_);
             result = {{"tasks", book_.list()}};
         } else if (op == "metrics") {
-            result = {{"text", metrics_.render(supervisor_.status(), supervisor_.buffers())}};
+            result = {{"text", render_metrics()}};
         } else if (op == "module.load") {
             access_.require_admin(peer, "module.load");
             log_->info("module load asked by uid {} pid {}", peer.uid, peer.pid);

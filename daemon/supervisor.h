@@ -49,6 +49,9 @@ struct WorkerStatus {
     std::uint32_t restarts = 0;
     std::uint64_t tasks_done = 0;
     std::uint64_t tasks_failed = 0;
+    // Tasks this supervisor holds for the worker: accepted and not yet in its mailbox, and in the mailbox.
+    std::uint64_t queued = 0;
+    std::uint64_t in_flight = 0;
     double uptime_s = 0;
     std::string last_exit;
 };

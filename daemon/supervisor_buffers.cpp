@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <future>
+#include <map>
 #include <memory>
 
 namespace canopy::daemon {
@@ -192,6 +193,27 @@ void append_spec_workers(const ChildSlot& slot, std::vector<WorkerStatus>& out) 
 
 } // namespace
 
+namespace {
+
+// Tasks of a slot (its control frames left out) by the path below it they are for ("" for the child itself):
+// queued, then in flight.
+std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> tasks_by_target(const ChildSlot& slot) {
+    std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> out;
+    for (const auto& t : slot.pending) {
+        if (t.kernel.empty() || t.kernel.front() != '@') {
+            ++out[t.target].first;
+        }
+    }
+    for (const auto& [dispatch, t] : slot.in_flight) {
+        if (t.kernel.empty() || t.kernel.front() != '@') {
+            ++out[t.target].second;
+        }
+    }
+    return out;
+}
+
+} // namespace
+
 std::vector<WorkerStatus> Supervisor::status() const {
     std::vector<WorkerStatus> out;
     const auto now = std::chrono::steady_clock::now();
@@ -213,6 +235,11 @@ std::vector<WorkerStatus> Supervisor::status() const {
         if (slot->state == WorkerState::RUNNING) {
             s.uptime_s = std::chrono::duration<double>(now - slot->running_since).count();
         }
+        const auto tasks = tasks_by_target(*slot);
+        for (const auto& [target, counts] : tasks) {
+            s.queued += counts.first;
+            s.in_flight += counts.second;
+        }
         out.push_back(std::move(s));
         if (slot->spec.kind != ChildKind::NODE) {
             continue;
@@ -233,6 +260,11 @@ std::vector<WorkerStatus> Supervisor::status() const {
                                     : slot->nested_counts.end();
             nested.tasks_done = counts == slot->nested_counts.end() ? 0 : counts->second.first;
             nested.tasks_failed = counts == slot->nested_counts.end() ? 0 : counts->second.second;
+            const auto held = nested.path.size() > slot->path.size()
+                                  ? tasks.find(nested.path.substr(slot->path.size() + 1))
+                                  : tasks.end();
+            nested.queued = held == tasks.end() ? 0 : held->second.first;
+            nested.in_flight = held == tasks.end() ? 0 : held->second.second;
             out.push_back(std::move(nested));
         }
     }

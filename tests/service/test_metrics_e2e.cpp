@@ -1,10 +1,12 @@
 // The optional loopback HTTP listener for Prometheus.
 #include "fixture.h"
 #include "probes.h"
+#include "protocol/version.h"
 #include "tests/skip.h"
 
 #include <catch2/catch.hpp>
 #include <cerrno>
+#include <fstream>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <thread>
@@ -28,6 +30,10 @@ TEST_CASE("the metrics listener serves Prometheus text on loopback and 404 elsew
     CHECK(metrics.find("canopy_buffers{backend=\"posix_shm\"} 0\n") != std::string::npos);
     const std::string other = http_get(port, "/other");
     CHECK(other.rfind("HTTP/1.0 404", 0) == 0);
+    // A query string asks for the same page.
+    CHECK(http_get(port, "/metrics?format=text").rfind("HTTP/1.0 200 OK\r\n", 0) == 0);
+    CHECK_THAT(metrics, Catch::Contains("canopy_build_info{version=\"" + std::string(canopy::canopy_version()) +
+                                        "\",task_args=\"1\""));
     // The CLI's copy says the same.
     const auto cli = d.cli({"metrics"});
     CHECK(cli.rc == 0);
@@ -99,4 +105,32 @@ TEST_CASE("1500 idle connections to the metrics port are closed by the listener 
     CHECK(log.find("metrics listener: 64 connections open, the most it serves") != std::string::npos);
     CHECK(log.find("accept failed") == std::string::npos);
     ::setrlimit(RLIMIT_NOFILE, &before);
+}
+
+TEST_CASE("metrics show each worker's queued and in-flight tasks and buffer bytes by owner", "[service]") {
+    Daemon d(e2e_config(1, 0));
+    const std::string buffer = d.create_buffer(4096);
+    TempDir files;
+    // Three tasks on one buffer: one runs, two wait for it in the daemon's scheduler, none of them queued at
+    // the worker yet; then a long task without a buffer sits in chip0's mailbox behind the running one.
+    const json view = {{"tensor", {{"buffer", buffer}, {"dtype", "float32"}, {"shape", {16}}}}, {"tag", "inout"}};
+    json tasks = json::array();
+    for (int i = 0; i < 3; ++i) {
+        tasks.push_back({{"name", "s" + std::to_string(i)},
+                         {"kernel", "sleep_ms"},
+                         {"on", "chip0"},
+                         {"args", {view, {{"scalar", {{"int64", 1500}}}}}}});
+    }
+    tasks.push_back(
+        {{"name", "free"}, {"kernel", "sleep_ms"}, {"on", "chip0"}, {"args", {{{"scalar", {{"int64", 0}}}}}}});
+    std::ofstream(files.path / "g.json") << json{{"tasks", tasks}}.dump();
+    REQUIRE(d.cli({"run", (files.path / "g.json").string()}).rc == 0);
+    REQUIRE(wait_task_started(d, "s0") == "running");
+    const std::string text = d.cli({"metrics"}).out;
+    CHECK_THAT(text, Catch::Contains("canopy_worker_in_flight_tasks{worker=\"/chip0\"} 2\n"));
+    CHECK_THAT(text, Catch::Contains("canopy_worker_queued_tasks{worker=\"/chip0\"} 0\n"));
+    CHECK_THAT(text,
+               Catch::Contains("canopy_buffer_bytes_by_owner{owner=\"" + std::to_string(::getuid()) + "\"} 4096\n"));
+    const json status = d.cli_json({"status"});
+    CHECK(status.at("workers").at(0).at("in_flight") == 2);
 }
