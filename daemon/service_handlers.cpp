@@ -363,7 +363,7 @@ void Service::handle_buffer_transfer(const json& request, const Reply& reply, bo
     }
     const std::uint64_t length = write ? data.size() : want;
     if (length == 0) {
-        reply(write ? json{{"written", 0}} : json{{"data", ""}});
+        reply(write ? json{{"written", 0}} : json{{"data", ""}, {"rest", nbytes - offset}});
         return;
     }
     // The transfer is a task of the scheduler over the bytes it touches: it waits for earlier tasks that
@@ -423,7 +423,9 @@ void Service::run_transfer(const BufferInfo& info, std::uint64_t offset, std::ve
             std::memcpy(view.base + offset, data.data(), data.size());
             finish(ErrorCode::OK, {}, json{{"written", data.size()}});
         } else {
-            finish(ErrorCode::OK, {}, json{{"data", base64_encode(view.base + offset, length)}});
+            finish(ErrorCode::OK, {},
+                   json{{"data", base64_encode(view.base + offset, length)},
+                        {"rest", info.descriptor.nbytes - offset - length}});
         }
     } catch (const RequestError& e) {
         finish(e.code(), e.what(), error_reply(error_code_name(e.code()), e.what()));
@@ -454,7 +456,8 @@ void Service::transfer_through_chip(const BufferInfo& info, std::uint64_t offset
                 map_for_transfer(*supervisor_.registry().find(staging.identity), supervisor_.registry(), true);
             std::memcpy(view.base, data.data(), data.size());
         }
-        supervisor_.submit(std::move(copy), [this, staging, length, write, done](TaskResult result) {
+        const std::uint64_t rest = info.descriptor.nbytes - offset - length;
+        supervisor_.submit(std::move(copy), [this, staging, length, rest, write, done](TaskResult result) {
             ErrorCode code = result.code;
             std::string message = result.message;
             json answer;
@@ -467,7 +470,7 @@ void Service::transfer_through_chip(const BufferInfo& info, std::uint64_t offset
                 } else {
                     HostView view =
                         map_for_transfer(*supervisor_.registry().find(staging.identity), supervisor_.registry(), false);
-                    answer = {{"data", base64_encode(view.base, length)}};
+                    answer = {{"data", base64_encode(view.base, length)}, {"rest", rest}};
                 }
             } catch (const std::exception& e) {
                 code = ErrorCode::BAD_REQUEST;

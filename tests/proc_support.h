@@ -2,11 +2,12 @@
 // Processes as /proc shows them, for tests that find and kill processes of a tree: a process's name, state
 // and parent, and the children of a process by name. Header-only, standard library only.
 
+#include <fcntl.h>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <sys/types.h>
+#include <unistd.h>
 #include <vector>
 
 namespace canopy::testing {
@@ -19,16 +20,26 @@ struct ProcStat {
 };
 
 inline ProcStat proc_stat(pid_t pid) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // read(2), not a stream: a process that exits between the open and the read fails the read with ESRCH,
+    // which libstdc++'s filebuf turns into an exception.
+    std::string text;
+    const int fd = ::open(("/proc/" + std::to_string(pid) + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        char buf[1024];
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        ::close(fd);
+        if (n > 0) {
+            text.assign(buf, static_cast<std::size_t>(n));
+        }
+    }
     ProcStat st;
-    const auto open = text.find('(');
-    const auto close = text.rfind(')');
-    if (open == std::string::npos || close == std::string::npos) {
+    const auto lp = text.find('(');
+    const auto rp = text.rfind(')');
+    if (lp == std::string::npos || rp == std::string::npos) {
         return st;
     }
-    st.comm = text.substr(open + 1, close - open - 1);
-    std::istringstream rest(text.substr(close + 2));
+    st.comm = text.substr(lp + 1, rp - lp - 1);
+    std::istringstream rest(text.substr(rp + 2));
     rest >> st.state >> st.ppid;
     return st;
 }

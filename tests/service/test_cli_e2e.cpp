@@ -65,3 +65,20 @@ TEST_CASE("global options go before the command against a real daemon", "[servic
     CHECK(q.out.find_first_not_of("0123456789") == q.out.size() - 1); // one id and a newline
     CHECK(d.stop() == 0);
 }
+
+TEST_CASE("a buffer.read that stops at 512 KiB says how many bytes are left", "[service]") {
+    Daemon d(e2e_config(1, 0));
+    const std::string id = d.create_buffer(std::uint64_t{1} << 20);
+    RawClient c(d.socket());
+    json reply = c.request({{"op", "buffer.read"}, {"buffer", id}});
+    REQUIRE(reply.at("ok") == true);
+    CHECK(reply.at("data").get<std::string>().size() == 4 * ((524288 + 2) / 3)); // base64 of 512 KiB
+    CHECK(reply.at("rest") == 524288);
+    reply = c.request({{"op", "buffer.read"}, {"buffer", id}, {"offset", 524288}});
+    CHECK(reply.at("rest") == 0);
+    reply = c.request({{"op", "buffer.read"}, {"buffer", id}, {"offset", 1000}, {"bytes", 24}});
+    CHECK(reply.at("rest") == (std::uint64_t{1} << 20) - 1024);
+    reply = c.request({{"op", "buffer.read"}, {"buffer", id}, {"offset", std::uint64_t{1} << 20}});
+    CHECK(reply.at("data") == "");
+    CHECK(reply.at("rest") == 0);
+}
