@@ -380,14 +380,12 @@ void Supervisor::completion_loop(ChildSlot& slot, Incarnation& inc) {
     for (;;) {
         const std::uint32_t seen = inc.mailbox->activity();
         bool poisoned = false;
-        bool busy = false;
         {
             std::lock_guard lock(slot.mu);
             if (slot.live.get() != &inc) {
                 return;
             }
             poisoned = !harvest_locked(slot, inc, results);
-            busy = !slot.in_flight.empty();
         }
         for (auto& [done, result] : results) {
             if (done) {
@@ -401,8 +399,9 @@ void Supervisor::completion_loop(ChildSlot& slot, Incarnation& inc) {
         if (poisoned || inc.ended.load(std::memory_order_acquire)) {
             return; // a poisoned mailbox: harvest_locked killed the child, and its exit event ends this incarnation
         }
-        // Spin only while a frame is in flight; an idle wait blocks at once, and the next submit wakes it.
-        inc.mailbox->wait_activity(seen, busy ? RESULT_SPIN : 0);
+        // Spins first while recent waits ended soon (a client submitting task after task), then blocks; a
+        // submit into the empty mailbox wakes a blocked wait, so that it spins while that frame runs.
+        inc.mailbox->wait_activity(seen, RESULT_SPIN);
     }
 }
 
