@@ -299,7 +299,7 @@ bool Zygote::read_event(ZygoteEvent& event) {
     }
     std::lock_guard lock(mu_);
     if (event.type == ZygoteEventType::STANDBY && !fds.empty()) {
-        standby_.emplace();
+        standby_ = Process{};
         standby_->pid = event.pid;
         standby_->socket = std::move(fds[0]);
         if (fds.size() > 1) {
