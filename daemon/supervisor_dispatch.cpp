@@ -8,6 +8,7 @@
 #include <cstring>
 #include <future>
 #include <signal.h>
+#include <thread>
 
 namespace canopy::daemon {
 namespace {
@@ -16,8 +17,15 @@ using Clock = std::chrono::steady_clock;
 
 // Spin iterations of run() before it blocks: about 20 us, the cost of a futex wake on a busy machine.
 constexpr std::uint32_t RUN_SPIN = 2000;
-// Spin iterations of a completion thread waiting for a frame in flight, before it blocks.
+// Spin iterations of a completion thread waiting for a result, before it blocks.
 constexpr std::uint32_t RESULT_SPIN = 2000;
+
+// Whether this machine has CPUs for idle completion threads to spin on: on 2 CPUs the io thread, a worker and
+// the client already take them (docs/performance.md).
+bool spare_cpus() {
+    static const bool spare = std::thread::hardware_concurrency() >= 4;
+    return spare;
+}
 
 kernels::WorkerKind worker_kind(ChildKind kind) {
     return kind == ChildKind::SUB ? kernels::WorkerKind::SUB : kernels::WorkerKind::CHIP;
@@ -380,12 +388,14 @@ void Supervisor::completion_loop(ChildSlot& slot, Incarnation& inc) {
     for (;;) {
         const std::uint32_t seen = inc.mailbox->activity();
         bool poisoned = false;
+        bool busy = false;
         {
             std::lock_guard lock(slot.mu);
             if (slot.live.get() != &inc) {
                 return;
             }
             poisoned = !harvest_locked(slot, inc, results);
+            busy = !slot.in_flight.empty();
         }
         for (auto& [done, result] : results) {
             if (done) {
@@ -399,9 +409,11 @@ void Supervisor::completion_loop(ChildSlot& slot, Incarnation& inc) {
         if (poisoned || inc.ended.load(std::memory_order_acquire)) {
             return; // a poisoned mailbox: harvest_locked killed the child, and its exit event ends this incarnation
         }
-        // Spins first while recent waits ended soon (a client submitting task after task), then blocks; a
-        // submit into the empty mailbox wakes a blocked wait, so that it spins while that frame runs.
-        inc.mailbox->wait_activity(seen, RESULT_SPIN);
+        // With a frame in flight, or CPUs to spare, it spins first while recent waits ended soon (a client
+        // submitting task after task), then blocks. With nothing in flight on a machine of few CPUs it blocks at
+        // once: its spin would take a CPU from the io thread and the worker. A submit into the empty mailbox
+        // wakes a blocked wait, so that it spins while that frame runs.
+        inc.mailbox->wait_activity(seen, busy || spare_cpus() ? RESULT_SPIN : 0);
     }
 }
 
