@@ -10,6 +10,7 @@
 #include "daemon/control_server.h"
 #include "protocol/identity.h"
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -41,8 +42,12 @@ private:
     uid_t daemon_uid_;
     std::vector<std::uint32_t> admin_uids_;
     std::vector<std::uint32_t> admin_gids_;
+    // An identity's 32 bytes, compared as such: no text is made per lookup.
+    using Key = std::array<unsigned char, sizeof(CanonicalIdentity)>;
+    static Key key_of(const CanonicalIdentity& id) noexcept;
+
     mutable std::mutex mu_;
-    std::map<std::string, uid_t> owners_; // by identity text
+    std::map<Key, uid_t> owners_;
 };
 
 } // namespace canopy::daemon
