@@ -134,23 +134,22 @@ int Service::run() {
 // costs 15-30 us on a small virtual machine, more than the rest of a no-op task's round trip). An idle daemon
 // sleeps. The children's mailboxes are not polled here: each has one owner, its completion thread.
 void Service::serve() {
-    using Clock = std::chrono::steady_clock;
-    auto last_work = Clock::now();
+    auto last_work = std::chrono::steady_clock::now();
     std::uint32_t spins = 0;
     while (!io_.stopped()) {
         if (io_.poll() > 0) {
-            last_work = Clock::now();
+            last_work = std::chrono::steady_clock::now();
             continue;
         }
         if (io_.stopped()) {
             break;
         }
-        if (Clock::now() - last_work < SERVE_SPIN) {
+        if (std::chrono::steady_clock::now() - last_work < SERVE_SPIN) {
             ipc::spin_pause(spins++, SERVE_YIELD_EVERY);
             continue;
         }
         if (io_.run_one() > 0) {
-            last_work = Clock::now();
+            last_work = std::chrono::steady_clock::now();
         }
     }
 }

@@ -2,6 +2,7 @@
 // and logged, task deadlines, and the stop.
 #include "daemon/supervisor.h"
 
+#include "daemon/zygote.h"
 #include "ipc/fd_passing.h"
 #include "ipc/sys_error.h"
 
@@ -15,7 +16,7 @@
 namespace canopy::daemon {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Steady = std::chrono::steady_clock;
 
 // A child (or zygote) that stayed up this long counts as healthy again: its next death starts the back-off over.
 constexpr auto HEALTHY_UPTIME = std::chrono::seconds(30);
@@ -43,18 +44,26 @@ std::string tasks_phrase(std::size_t n) {
     return n == 0 ? std::string() : "; " + std::to_string(n) + (n == 1 ? " task" : " tasks") + " failed";
 }
 
+std::unique_ptr<ChildLauncher> make_launcher(const SupervisorOptions& options,
+                                             const std::function<std::unique_ptr<ChildLauncher>(ChildMain)>& factory) {
+    ChildMain child_main = [opts = options](const SpawnRequest& request, ipc::UniqueFd mailbox, ipc::UniqueFd control) {
+        return run_child(opts, request, std::move(mailbox), std::move(control));
+    };
+    if (factory) {
+        return factory(std::move(child_main));
+    }
+    return std::make_unique<Zygote>(std::move(child_main), options.standby_zygote);
+}
+
 } // namespace
 
-Supervisor::Supervisor(SupervisorOptions options)
+Supervisor::Supervisor(SupervisorOptions options, SupervisorSeams seams)
     : options_(std::move(options)), arenas_(map_preloads()),
-      zygote_(
-          [opts = options_](const SpawnRequest& request, ipc::UniqueFd mailbox, ipc::UniqueFd control) {
-              return run_child(opts, request, std::move(mailbox), std::move(control));
-          },
-          options_.standby_zygote),
-      buffers_(options_.state_dir / "journal"), log_(pick_logger(options_)),
+      clock_(seams.clock ? std::move(seams.clock) : std::make_shared<const SteadyClock>()),
+      launcher_(make_launcher(options_, std::move(seams.launcher))), buffers_(options_.state_dir / "journal"),
+      log_(pick_logger(options_)),
       policy_(options_.restart_budget, options_.backoff_initial, options_.backoff_max, HEALTHY_UPTIME),
-      zygote_since_(Clock::now()) {
+      zygote_since_(clock_->now()) {
     const RecoveryReport recovered = buffers_.journal().recover();
     for (const std::string& name : recovered.unlinked) {
         log_->warn("{}: unlinked shm object {}, left behind by an earlier run", options_.path, name);
@@ -102,7 +111,7 @@ void Supervisor::start() {
     for (auto& slot : slots_) {
         spawn(*slot);
     }
-    const auto deadline = Clock::now() + options_.ready_timeout;
+    const auto deadline = Steady::now() + options_.ready_timeout;
     auto settled = [&] {
         return std::all_of(slots_.begin(), slots_.end(), [](const auto& s) {
             std::lock_guard slot_lock(s->mu);
@@ -111,7 +120,7 @@ void Supervisor::start() {
     };
     for (;;) {
         const std::uint32_t seen = events_.value();
-        if (settled() || Clock::now() >= deadline) {
+        if (settled() || Steady::now() >= deadline) {
             break;
         }
         events_.wait_until(seen, deadline);
@@ -150,7 +159,7 @@ void Supervisor::spawn(ChildSlot& slot) {
         if (!start_failed) {
             inc->generation = ++slot.generation;
             slot.state = WorkerState::STARTING;
-            inc->spawned_at = Clock::now();
+            inc->spawned_at = clock_->now();
             slot.live = std::move(inc);
         }
     }
@@ -172,7 +181,7 @@ void Supervisor::spawn(ChildSlot& slot) {
         return;
     }
     try {
-        raw->zygote_epoch = zygote_.request_spawn({slot.index, raw->generation}, raw->mailbox->fd(), theirs->get());
+        raw->zygote_epoch = launcher_->request_spawn({slot.index, raw->generation}, raw->mailbox->fd(), theirs->get());
     } catch (const std::exception& e) {
         // The zygote is gone: the event thread replaces it and restarts this child.
         end_incarnation(slot, std::string("could not ask the zygote to fork: ") + e.what(), EndCause::ZYGOTE_DIED);
@@ -183,7 +192,7 @@ void Supervisor::event_loop() {
     for (;;) {
         ZygoteEvent e{};
         try {
-            while (zygote_.read_event(e)) {
+            while (launcher_->read_event(e)) {
                 on_event(e);
             }
         } catch (const std::exception&) {
@@ -222,11 +231,11 @@ void Supervisor::on_event(const ZygoteEvent& e) {
 // The zygote's children died with it (PR_SET_PDEATHSIG). Its standby, forked from it and so just as
 // single-threaded and CUDA-free, with the same arenas, becomes the zygote; every child restarts through it.
 void Supervisor::on_zygote_died() {
-    const ZygoteDeath dead = zygote_.replace();
+    const ZygoteDeath dead = launcher_->replace();
     const std::string how = dead.how.empty() ? "died" : dead.how;
-    const bool healthy = Clock::now() - zygote_since_ >= HEALTHY_UPTIME;
+    const bool healthy = clock_->now() - zygote_since_ >= HEALTHY_UPTIME;
     zygote_failures_ = healthy ? 1 : zygote_failures_ + 1;
-    zygote_since_ = Clock::now();
+    zygote_since_ = clock_->now();
     if (dead.successor <= 0 || zygote_failures_ > options_.restart_budget) {
         give_up("the zygote (pid " + std::to_string(dead.pid) + ") " + how +
                 (dead.successor <= 0
@@ -315,7 +324,7 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why, EndCau
         }
         inc = std::move(slot.live);
         // Until the restart policy decides below, the slot reads as restarting: never running without a child.
-        uptime = slot.state == WorkerState::RUNNING ? Clock::now() - slot.running_since : Clock::duration{};
+        uptime = slot.state == WorkerState::RUNNING ? clock_->now() - slot.running_since : Clock::duration{};
         if (slot.state == WorkerState::RUNNING || slot.state == WorkerState::STARTING) {
             slot.state = WorkerState::RESTARTING;
         }
@@ -416,13 +425,13 @@ std::string Supervisor::after_death_locked(ChildSlot& slot, EndCause cause, pid_
 // REQUIRES slot.mu. restart_mu_ is a leaf lock; the caller calls notify_events() to wake the housekeeping thread.
 void Supervisor::schedule_restart(ChildSlot& slot, std::chrono::milliseconds delay) {
     std::lock_guard restart_lock(restart_mu_);
-    restarts_due_.emplace(Clock::now() + delay, &slot);
+    restarts_due_.emplace(clock_->now() + delay, &slot);
 }
 
 // The restart due first, if any is due by now; it is taken off the list.
 ChildSlot* Supervisor::take_due_restart() {
     std::lock_guard restart_lock(restart_mu_);
-    if (restarts_due_.empty() || restarts_due_.begin()->first > Clock::now()) {
+    if (restarts_due_.empty() || restarts_due_.begin()->first > clock_->now()) {
         return nullptr;
     }
     ChildSlot* slot = restarts_due_.begin()->second;
@@ -447,8 +456,8 @@ void Supervisor::housekeeping_loop() {
         if (stopping_) {
             return;
         }
-        if (Clock::now() < wake) {
-            events_.wait_until(seen, wake); // a deadline armed or a restart scheduled since `seen` ends it
+        if (clock_->now() < wake) {
+            clock_->wait_until(events_, seen, wake); // a deadline armed or a restart scheduled since `seen` ends it
             continue;
         }
         expire_deadlines();
@@ -461,7 +470,7 @@ void Supervisor::housekeeping_loop() {
 // Kills the worker of every slot whose running task outlived its timeout; the exit event then fails
 // that task with TIMEOUT and restarts the worker.
 void Supervisor::expire_deadlines() {
-    const auto now = Clock::now();
+    const auto now = clock_->now();
     for (const auto& slot : slots_) {
         std::lock_guard lock(slot->mu);
         if (slot->deadline > now || !slot->live || slot->live->pid <= 0) {
@@ -475,7 +484,7 @@ void Supervisor::expire_deadlines() {
         slot->timed_out_task = it->second.task_id;
         log_->warn("worker {} (pid {}): task {} ran past its timeout of {} ms; killing the worker", slot->path,
                    slot->live->pid, it->second.task_id, it->second.timeout.count());
-        ::kill(slot->live->pid, SIGKILL); // pid > 0: never kill(0) or kill(-1), which reach process groups
+        launcher_->kill(slot->live->pid, SIGKILL);
     }
 }
 
@@ -501,7 +510,7 @@ void Supervisor::restart_worker(const std::string& path) {
             revive = true;
         } else if (slot.live && slot.live->pid > 0) {
             log_->warn("worker {} (pid {}): killed to restart it, as asked", slot.path, slot.live->pid);
-            ::kill(slot.live->pid, SIGKILL);
+            launcher_->kill(slot.live->pid, SIGKILL);
             return;
         } else if (zygote_lost_) {
             throw RequestError(ErrorCode::WORKER_DIED, slot.path + " cannot restart: " + slot.last_exit);
@@ -527,7 +536,7 @@ void Supervisor::stop(std::optional<std::chrono::steady_clock::time_point> drain
     stopped_ = true;
     // Drain: let accepted work finish, up to the deadline.
     draining_ = true;
-    const auto deadline = drain_until.value_or(Clock::now() + options_.drain_timeout);
+    const auto deadline = drain_until.value_or(Steady::now() + options_.drain_timeout);
     const auto drained = [&] {
         return std::all_of(slots_.begin(), slots_.end(), [](const auto& s) {
             std::lock_guard slot_lock(s->mu);
@@ -536,7 +545,7 @@ void Supervisor::stop(std::optional<std::chrono::steady_clock::time_point> drain
     };
     for (;;) {
         const std::uint32_t seen = events_.value();
-        if (drained() || Clock::now() >= deadline) {
+        if (drained() || Steady::now() >= deadline) {
             break;
         }
         events_.wait_until(seen, deadline);
@@ -550,18 +559,18 @@ void Supervisor::stop(std::optional<std::chrono::steady_clock::time_point> drain
         }
     }
     // Children still busy past the drain, or that ignore the request, are killed by the zygote's stop.
-    const auto grace_end = Clock::now() + STOP_GRACE;
+    const auto grace_end = Steady::now() + STOP_GRACE;
     for (;;) {
         const std::uint32_t seen = events_.value();
         {
             std::lock_guard lock(events_mu_);
-            if (by_pid_.empty() || zygote_lost_ || Clock::now() >= grace_end) {
+            if (by_pid_.empty() || zygote_lost_ || Steady::now() >= grace_end) {
                 break;
             }
         }
         events_.wait_until(seen, grace_end);
     }
-    zygote_.stop();
+    launcher_->stop();
     if (event_thread_.joinable()) {
         event_thread_.join();
     }

@@ -16,11 +16,12 @@
 
 #include "daemon/arenas.h"
 #include "daemon/buffer_registry.h"
+#include "daemon/child_launcher.h"
 #include "daemon/child_slot.h"
+#include "daemon/clock.h"
 #include "daemon/restart_policy.h"
 #include "daemon/supervisor_options.h"
 #include "daemon/task.h"
-#include "daemon/zygote.h"
 #include "ipc/child_message.h"
 #include "protocol/module_image.h"
 #include "worker/import_registry.h"
@@ -107,9 +108,16 @@ public:
     virtual void relay_offer(const BufferDescriptor& d, std::uint16_t rank, int fd) = 0;
 };
 
+// What a supervisor starts its children with and keeps time by. Left empty: a Zygote (forked in the constructor)
+// and SteadyClock. `launcher` is called once, in the constructor, with what each child runs.
+struct SupervisorSeams {
+    std::function<std::unique_ptr<ChildLauncher>(ChildMain child_main)> launcher;
+    std::shared_ptr<const Clock> clock;
+};
+
 class Supervisor {
 public:
-    explicit Supervisor(SupervisorOptions options);
+    explicit Supervisor(SupervisorOptions options, SupervisorSeams seams = {});
     ~Supervisor();
     Supervisor(const Supervisor&) = delete;
     Supervisor& operator=(const Supervisor&) = delete;
@@ -159,8 +167,8 @@ public:
     // workers are listed from the topology with the node's state.
     std::vector<WorkerStatus> status() const;
     const SupervisorOptions& options() const noexcept { return options_; }
-    pid_t zygote_pid() const { return zygote_.pid(); }
-    pid_t standby_zygote_pid() const { return zygote_.standby_pid(); }
+    pid_t zygote_pid() const { return launcher_->pid(); }
+    pid_t standby_zygote_pid() const { return launcher_->standby_pid(); }
 
     // Tells every live child to drop its mapping of `id` (a nested supervisor forwards it) and forgets the
     // fds re-exported for it.
@@ -278,8 +286,9 @@ private:
                          std::vector<std::pair<TaskCallback, TaskResult>>& out);
 
     SupervisorOptions options_;
-    MappedArenas arenas_; // mapped before zygote_ is forked; every process below inherits them
-    Zygote zygote_;
+    MappedArenas arenas_; // mapped before the launcher's zygote is forked; every process below inherits them
+    std::shared_ptr<const Clock> clock_;
+    std::unique_ptr<ChildLauncher> launcher_;
     BufferRegistry buffers_;
     std::vector<std::unique_ptr<ChildSlot>> slots_;
     std::atomic<std::uint64_t> next_task_id_{1};

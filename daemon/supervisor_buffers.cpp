@@ -216,7 +216,7 @@ std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> tasks_by_target(c
 
 std::vector<WorkerStatus> Supervisor::status() const {
     std::vector<WorkerStatus> out;
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = clock_->now();
     for (const auto& slot : slots_) {
         std::lock_guard lock(slot->mu);
         WorkerStatus s;

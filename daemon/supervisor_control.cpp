@@ -34,7 +34,7 @@ void Supervisor::control_loop(ChildSlot& slot, Incarnation& inc) {
             {
                 std::lock_guard lock(slot.mu);
                 inc.status_reply.assign(reinterpret_cast<const char*>(buffer.data()) + sizeof m, n - sizeof m);
-                inc.status_at = std::chrono::steady_clock::now();
+                inc.status_at = clock_->now();
             }
             changed();
             continue;
@@ -52,7 +52,7 @@ void Supervisor::control_loop(ChildSlot& slot, Incarnation& inc) {
                 }
                 if (slot.live.get() == &inc && slot.state == WorkerState::STARTING) {
                     slot.state = WorkerState::RUNNING;
-                    slot.running_since = std::chrono::steady_clock::now();
+                    slot.running_since = clock_->now();
                     queue_module_replays_locked(slot);
                     fill_locked(slot);
                     up = true;

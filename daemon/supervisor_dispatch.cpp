@@ -13,8 +13,6 @@
 namespace canopy::daemon {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // Spin iterations of run() before it blocks: about 20 us, the cost of a futex wake on a busy machine.
 constexpr std::uint32_t RUN_SPIN = 2000;
 // Spin iterations of a completion thread waiting for a result, before it blocks.
@@ -334,7 +332,7 @@ void Supervisor::arm_deadline_locked(ChildSlot& slot) {
     slot.oldest_dispatch = oldest;
     const PendingTask& running = running_it->second;
     const bool timed = running.enforce_timeout && running.timeout.count() > 0;
-    slot.deadline = timed ? Clock::now() + running.timeout : Clock::time_point::max();
+    slot.deadline = timed ? clock_->now() + running.timeout : Clock::time_point::max();
     if (timed) {
         events_.bump(); // the housekeeping thread waits for the new deadline
     }
@@ -370,7 +368,7 @@ bool Supervisor::harvest_locked(ChildSlot& slot, Incarnation& inc,
         slot.last_exit = "fatal: mailbox poisoned: " + std::string(e.what());
         if (!inc.poison_killed && inc.pid > 0) {
             inc.poison_killed = true;
-            ::kill(inc.pid, SIGKILL); // under slot.mu with slot.live == &inc: the pid is not reaped yet
+            launcher_->kill(inc.pid, SIGKILL); // under slot.mu with slot.live == &inc: the pid is not reaped yet
         }
         return false;
     }

@@ -357,6 +357,12 @@ std::string Zygote::reap(Process& p) {
     return how;
 }
 
+void Zygote::kill(pid_t pid, int signal) {
+    if (pid > 0) { // never kill(0) or kill(-1), which reach process groups
+        ::kill(pid, signal);
+    }
+}
+
 void Zygote::stop() {
     std::lock_guard lock(mu_);
     stopped_ = true;

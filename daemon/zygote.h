@@ -19,6 +19,7 @@
 // Thread safety: request_spawn and stop from any thread; read_event and replace from one thread (the
 // supervisor's event thread).
 
+#include "daemon/child_launcher.h"
 #include "ipc/unique_fd.h"
 
 #include <cstdint>
@@ -30,44 +31,7 @@
 
 namespace canopy::daemon {
 
-struct SpawnRequest {
-    std::uint32_t child_index;
-    std::uint32_t generation;
-};
-
-enum class ZygoteEventType : std::uint32_t {
-    SPAWNED = 1,
-    SPAWN_FAILED = 2,
-    EXITED = 3,
-    STANDBY = 4,
-    STANDBY_EXITED = 5
-};
-
-struct ZygoteEvent {
-    ZygoteEventType type;
-    std::uint32_t child_index;
-    std::uint32_t generation;
-    std::int32_t pid;
-    std::int32_t status; // wait status for EXITED and STANDBY_EXITED, errno for SPAWN_FAILED
-    std::int32_t reserved;
-};
-
-// What a forked child runs; its return value is the child's exit code.
-using ChildMain = std::function<int(const SpawnRequest&, ipc::UniqueFd mailbox, ipc::UniqueFd control)>;
-
-// "exited with code 3", "killed by signal 9 (SIGKILL)".
-std::string describe_wait_status(int status);
-
-// The end of one zygote: its pid, how it ended when that is known (a promoted standby is not the
-// supervisor's child, so its wait status goes to whoever adopted it), and the standby that took its place.
-struct ZygoteDeath {
-    pid_t pid = -1;
-    std::string how;
-    pid_t successor = -1;    // -1 when no standby could take over
-    std::uint32_t epoch = 0; // the epoch request_spawn returns from now on
-};
-
-class Zygote {
+class Zygote final : public ChildLauncher {
 public:
     // Forks the zygote, which forks its standby unless `standby` is false. REQUIRES: this process has
     // exactly one thread.
@@ -76,26 +40,28 @@ public:
     Zygote& operator=(const Zygote&) = delete;
     ~Zygote();
 
-    pid_t pid() const;
+    pid_t pid() const override;
     // The standby's pid, or -1 while there is none.
-    pid_t standby_pid() const;
+    pid_t standby_pid() const override;
 
     // Returns the epoch of the zygote that takes the request: the number of zygotes replaced before it.
     // Throws ipc::SysError when the zygote is gone.
-    std::uint32_t request_spawn(const SpawnRequest& request, int mailbox_fd, int control_fd);
+    std::uint32_t request_spawn(const SpawnRequest& request, int mailbox_fd, int control_fd) override;
 
     // Blocks for the next event. A STANDBY event's fds are kept here. Returns false when the zygote
     // closed its end (it died, or stop() ran).
-    bool read_event(ZygoteEvent& event);
+    bool read_event(ZygoteEvent& event) override;
 
     // After read_event returned false: reaps the dead zygote and promotes the standby, whose own new
     // standby is announced later by a STANDBY event. Without a standby, or after stop(), the zygote stays
     // gone (successor -1) and every request_spawn fails.
-    ZygoteDeath replace();
+    ZygoteDeath replace() override;
 
     // Closes the request sockets (the zygote then kills and reaps every child and exits, and the standby
     // exits) and waits for both to be gone. Idempotent.
-    void stop();
+    void stop() override;
+    // Sends `signal` to a child the zygote forked; its pid stays unreaped until the zygote reports the exit.
+    void kill(pid_t pid, int signal) override;
 
 private:
     // One zygote process as the supervisor holds it: its socket, and a pidfd when it is not our child.
