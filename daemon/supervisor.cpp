@@ -63,7 +63,7 @@ Supervisor::Supervisor(SupervisorOptions options, SupervisorSeams seams)
       launcher_(make_launcher(options_, std::move(seams.launcher))), buffers_(options_.state_dir / "journal"),
       log_(pick_logger(options_)),
       policy_(options_.restart_budget, options_.backoff_initial, options_.backoff_max, HEALTHY_UPTIME),
-      zygote_since_(clock_->now()) {
+      zygote_since_(clock_->now()), modules_(buffers_, options_.path, module_host()) {
     const RecoveryReport recovered = buffers_.journal().recover();
     for (const std::string& name : recovered.unlinked) {
         log_->warn("{}: unlinked shm object {}, left behind by an earlier run", options_.path, name);

@@ -6,7 +6,7 @@
 // restarts every child through it (or calls on_fatal when it cannot), logs every such event once, owns the
 // buffers it creates, and stops gracefully.
 //
-// Lock order: events_mu_ (the pid map), then a slot's mu, then restart_mu_ or modules_mu_ (leaf locks).
+// Lock order: events_mu_ (the pid map), then a slot's mu, then restart_mu_ or the module table's (leaf locks).
 //
 // Lifecycle: construct (forks the zygote: REQUIRES a single-threaded process), start() (spawns every
 // child and waits until each is up), then submit/run/create_buffer/... from any thread, then stop()
@@ -19,6 +19,8 @@
 #include "daemon/child_launcher.h"
 #include "daemon/child_slot.h"
 #include "daemon/clock.h"
+#include "daemon/module_service.h"
+#include "daemon/request_error.h"
 #include "daemon/restart_policy.h"
 #include "daemon/supervisor_options.h"
 #include "daemon/task.h"
@@ -70,32 +72,6 @@ inline constexpr std::chrono::milliseconds CREATE_TIMEOUT{30000};
 
 // Most ranks a symmetric buffer may have (one fd per rank travels in one control message).
 inline constexpr std::size_t MAX_WORLD = 8;
-
-// A user module loaded into the cuda chips of the tree (docs/modules.md).
-struct ModuleInfo {
-    std::string name;
-    ModuleFormat format = ModuleFormat::PTX;
-    std::uint64_t bytes = 0;
-    std::vector<std::string> chips; // the cuda chips that loaded it, nested ones included
-};
-
-// The outcome of a module load: code OK and the module, or the error.
-struct ModuleLoadResult {
-    ErrorCode code = ErrorCode::OK;
-    std::string message;
-    ModuleInfo module;
-};
-using ModuleCallback = std::function<void(ModuleLoadResult)>;
-
-// A request refused before it reached any worker.
-class RequestError : public std::runtime_error {
-public:
-    RequestError(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
-    ErrorCode code() const noexcept { return code_; }
-
-private:
-    ErrorCode code_;
-};
 
 // The parent of a nested supervisor, as its Supervisor sees it (implemented by the next-level worker).
 class ParentLink {
@@ -183,24 +159,20 @@ public:
     // supervisor's children.
     void set_parent(ParentLink* link) noexcept { parent_ = link; }
 
-    // User modules (supervisor_modules.cpp, docs/modules.md). load_module_async checks the name (BAD_REQUEST), the
-    // image (BAD_REQUEST: empty, over MAX_MODULE_IMAGE_BYTES, neither PTX nor a cubin/fatbin) and that a live cuda
-    // chip exists here or in a nested node (NO_CONSUMER), throwing RequestError; then it copies the image into a
-    // read-only POSIX shm buffer of the registry and sends @module_load:NAME to every such chip and nested
-    // supervisor. `done` runs once, when all answered: OK with the module, or KERNEL_FAILED naming each chip that
-    // failed and why (the JIT log for bad PTX), in which case NAME is unloaded everywhere and forgotten (a
-    // previous version too). Loading an existing NAME replaces it; a second load of a NAME still loading is
-    // BAD_REQUEST. Every recorded module is loaded again into a cuda chip (or nested supervisor) that restarts,
-    // before any task queued for it.
-    void load_module_async(const std::string& name, std::vector<std::byte> image, ModuleCallback done);
+    // User modules (docs/modules.md), kept by a ModuleService whose frames reach the cuda chips and nested
+    // supervisors of this one; module_host() says how. Every recorded module is loaded again into a child that
+    // restarts, before any task queued for it.
+    void load_module_async(const std::string& name, std::vector<std::byte> image, ModuleCallback done) {
+        modules_.load_async(name, std::move(image), std::move(done));
+    }
     // The same, waiting; throws RequestError for any failure.
     ModuleInfo load_module(const std::string& name, std::vector<std::byte> image);
-    // Unloads NAME everywhere and forgets it; false when it is not recorded.
-    bool unload_module(const std::string& name);
-    // Every module whose load completed, by name.
-    std::vector<ModuleInfo> modules() const;
+    bool unload_module(const std::string& name) { return modules_.unload(name); }
+    std::vector<ModuleInfo> modules() const { return modules_.list(); }
     // The module whose image buffer `id` is, if any (such a buffer is released with its module, not by a user).
-    std::optional<std::string> module_of_buffer(const CanonicalIdentity& id) const;
+    std::optional<std::string> module_of_buffer(const CanonicalIdentity& id) const {
+        return modules_.module_of_buffer(id);
+    }
 
 private:
     struct Route {
@@ -249,22 +221,9 @@ private:
     void check_cuda_fault(const Route& route, const TaskRequest& request) const;
 
     // user modules (supervisor_modules.cpp)
-    struct ModuleRecord {
-        ModuleInfo info;                          // of the newest image
-        BufferDescriptor image{};                 // the shm buffer holding it
-        std::vector<std::byte> frame;             // the @module_load blob over `image`
-        bool usable = false;                      // a load completed on every chip; tasks may name it
-        bool loading = false;                     // a load is in flight
-        std::optional<BufferDescriptor> replaced; // the previous image, released when the load finishes
-    };
-    struct ModuleLoad;
+    ModuleService::Host module_host();
     void check_module_kernel(const Route& route, const TaskRequest& request) const;
-    bool takes_modules(const ChildSlot& slot) const;
     void queue_module_replays_locked(ChildSlot& slot);
-    void finish_module_load(const std::shared_ptr<ModuleLoad>& load);
-    void broadcast_module_frame(const std::string& kernel, const std::vector<std::byte>& blob);
-    void release_module_buffer(const BufferDescriptor& d);
-    BufferDescriptor stage_module_image(const std::string& name, std::span<const std::byte> image);
 
     // dispatch (supervisor_dispatch.cpp)
     Route resolve(const std::string& worker) const;
@@ -318,8 +277,7 @@ private:
     std::mutex reexport_mu_;
     std::map<std::string, std::pair<CanonicalIdentity, worker::VmmFds>> reexports_;
 
-    mutable std::mutex modules_mu_; // guards modules_; taken after a slot's mu, never before one
-    std::map<std::string, ModuleRecord> modules_;
+    ModuleService modules_;
 };
 
 // JSON text of a list of worker statuses, and back (used between supervisor levels).

@@ -266,7 +266,9 @@ void Supervisor::enqueue(ChildSlot& slot, PendingTask task) {
         }
     }
     for (auto& [cb, result] : rejected) {
-        cb(std::move(result));
+        if (cb) {
+            cb(std::move(result));
+        }
     }
 }
 
