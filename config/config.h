@@ -38,6 +38,12 @@ inline constexpr std::uint32_t MIN_FRAME_BYTES = 1024;
 inline constexpr std::uint32_t MAX_FRAME_BYTES = 64u << 20;
 // control.task_history: 1 to this many finished tasks remembered.
 inline constexpr std::uint32_t MAX_TASK_HISTORY = 1000000;
+// control.max_connections and metrics.max_connections: each connection holds one fd (LimitNOFILE is 65536).
+inline constexpr std::uint32_t MAX_CONNECTIONS = 65536;
+inline constexpr std::uint32_t MAX_METRICS_CONNECTIONS = 4096;
+// control.max_queued_reply_bytes: 64 KiB to 1 GiB.
+inline constexpr std::uint64_t MIN_QUEUED_REPLY_BYTES = std::uint64_t{64} << 10;
+inline constexpr std::uint64_t MAX_QUEUED_REPLY_BYTES = std::uint64_t{1} << 30;
 inline constexpr std::uint64_t MAX_PRELOAD_BYTES = std::uint64_t{1} << 40;
 inline constexpr std::uint32_t MAX_RESTART_BUDGET = 1000;
 // Every *_ms duration fits the int milliseconds that poll, epoll_wait and timerfd callers take.
@@ -75,6 +81,13 @@ struct ControlConfig {
     std::uint32_t max_frame_bytes = 1u << 20;
     // Finished tasks remembered for `tasks` and `wait`, newest first.
     std::uint32_t task_history = 10000;
+    // Connections open at once (the daemon's own uid gets a few more); from a frame's first byte to its last; a
+    // connection that owes nothing and sends nothing this long is closed; reply bytes a connection may have
+    // queued before the daemon reads no further request from it.
+    std::uint32_t max_connections = 1024;
+    std::chrono::milliseconds frame_timeout{10'000};
+    std::chrono::milliseconds idle_timeout{300'000};
+    std::uint64_t max_queued_reply_bytes = std::uint64_t{16} << 20;
 
     bool operator==(const ControlConfig&) const = default;
 };
@@ -122,6 +135,9 @@ std::string to_string(const ListenAddress& address);
 
 struct MetricsConfig {
     std::optional<ListenAddress> listen; // nullopt: no metrics listener
+    std::uint32_t max_connections = 64;
+    // For a connection's request head, and again for writing the response.
+    std::chrono::milliseconds timeout{5000};
 
     bool operator==(const MetricsConfig&) const = default;
 };

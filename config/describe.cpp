@@ -62,6 +62,9 @@ void describe_control(std::ostream& out, const ControlConfig& control) {
     out << "  admin gids: " << join_ids(control.admin_gids) << "\n";
     out << "  max frame: " << control.max_frame_bytes << " bytes\n";
     out << "  finished tasks remembered: " << control.task_history << "\n";
+    out << "  connections: at most " << control.max_connections << ", frame timeout " << ms(control.frame_timeout)
+        << ", idle timeout " << ms(control.idle_timeout) << ", reply budget " << control.max_queued_reply_bytes
+        << " bytes\n";
 }
 
 void describe_preloads(std::ostream& out, const std::vector<PreloadConfig>& preloads) {
@@ -88,7 +91,12 @@ std::string describe(const Config& config) {
     out << "log: level " << to_string(config.log.level) << ", format " << to_string(config.log.format) << "\n";
     describe_preloads(out, config.preload);
     describe_supervision(out, config.supervision);
-    out << "metrics: " << (config.metrics.listen ? "listen on " + to_string(*config.metrics.listen) : "off") << "\n";
+    out << "metrics: "
+        << (config.metrics.listen ? "listen on " + to_string(*config.metrics.listen) + ", at most " +
+                                        std::to_string(config.metrics.max_connections) + " connections, timeout " +
+                                        ms(config.metrics.timeout)
+                                  : std::string("off"))
+        << "\n";
     out << "testing: fault kernels " << (config.testing.fault_kernels ? "on" : "off") << "\n";
     return out.str();
 }

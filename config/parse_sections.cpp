@@ -33,8 +33,9 @@ void check_backoff(const ObjectReader& object, const SupervisionConfig& supervis
 } // namespace
 
 ControlConfig parse_control(const Field& field) {
-    const ObjectReader object(
-        field, {"socket", "allow_uids", "allow_gids", "admin_uids", "admin_gids", "max_frame_bytes", "task_history"});
+    const ObjectReader object(field, {"socket", "allow_uids", "allow_gids", "admin_uids", "admin_gids",
+                                      "max_frame_bytes", "task_history", "max_connections", "frame_timeout_ms",
+                                      "idle_timeout_ms", "max_queued_reply_bytes"});
     ControlConfig control;
     if (const auto socket = object.find("socket")) {
         control.socket = read_absolute_path(*socket, MAX_SOCKET_PATH_BYTES);
@@ -56,6 +57,19 @@ ControlConfig parse_control(const Field& field) {
     }
     if (const auto history = object.find("task_history")) {
         control.task_history = static_cast<std::uint32_t>(history->integer(1, MAX_TASK_HISTORY));
+    }
+    if (const auto connections = object.find("max_connections")) {
+        control.max_connections = static_cast<std::uint32_t>(connections->integer(1, MAX_CONNECTIONS));
+    }
+    if (const auto frame = object.find("frame_timeout_ms")) {
+        control.frame_timeout = read_duration(*frame, 1);
+    }
+    if (const auto idle = object.find("idle_timeout_ms")) {
+        control.idle_timeout = read_duration(*idle, 1);
+    }
+    if (const auto queued = object.find("max_queued_reply_bytes")) {
+        control.max_queued_reply_bytes =
+            static_cast<std::uint64_t>(queued->integer(MIN_QUEUED_REPLY_BYTES, MAX_QUEUED_REPLY_BYTES));
     }
     return control;
 }
@@ -96,10 +110,16 @@ SupervisionConfig parse_supervision(const Field& field) {
 }
 
 MetricsConfig parse_metrics(const Field& field) {
-    const ObjectReader object(field, {"listen"});
+    const ObjectReader object(field, {"listen", "max_connections", "timeout_ms"});
     MetricsConfig metrics;
     if (const auto listen = object.find("listen")) {
         metrics.listen = read_listen_address(*listen);
+    }
+    if (const auto connections = object.find("max_connections")) {
+        metrics.max_connections = static_cast<std::uint32_t>(connections->integer(1, MAX_METRICS_CONNECTIONS));
+    }
+    if (const auto timeout = object.find("timeout_ms")) {
+        metrics.timeout = read_duration(*timeout, 1);
     }
     return metrics;
 }

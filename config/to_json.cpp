@@ -20,10 +20,17 @@ json node_json(const NodeConfig& node) {
 }
 
 json control_json(const ControlConfig& control) {
-    return {{"socket", control.socket.string()},   {"allow_uids", control.allow_uids},
-            {"allow_gids", control.allow_gids},    {"admin_uids", control.admin_uids},
-            {"admin_gids", control.admin_gids},    {"max_frame_bytes", control.max_frame_bytes},
-            {"task_history", control.task_history}};
+    return {{"socket", control.socket.string()},
+            {"allow_uids", control.allow_uids},
+            {"allow_gids", control.allow_gids},
+            {"admin_uids", control.admin_uids},
+            {"admin_gids", control.admin_gids},
+            {"max_frame_bytes", control.max_frame_bytes},
+            {"task_history", control.task_history},
+            {"max_connections", control.max_connections},
+            {"frame_timeout_ms", control.frame_timeout.count()},
+            {"idle_timeout_ms", control.idle_timeout.count()},
+            {"max_queued_reply_bytes", control.max_queued_reply_bytes}};
 }
 
 json preload_json(const PreloadConfig& preload) {
@@ -52,7 +59,8 @@ json to_json(const Config& config) {
     for (const PreloadConfig& preload : config.preload) {
         preloads.push_back(preload_json(preload));
     }
-    json metrics = json::object();
+    json metrics = {{"max_connections", config.metrics.max_connections},
+                    {"timeout_ms", config.metrics.timeout.count()}};
     if (config.metrics.listen) {
         metrics["listen"] = to_string(*config.metrics.listen);
     }

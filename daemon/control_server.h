@@ -30,6 +30,7 @@
 #include <utility> // Boost 1.74's Asio needs it first under C++20
 #include <boost/asio.hpp>
 // clang-format on
+#include "config/config.h"
 #include "daemon/accept_backoff.h"
 
 #include <chrono>
@@ -86,18 +87,20 @@ using Reply = std::function<void(Response)>;
 using RequestHandler = std::function<void(const nlohmann::json& request, const Peer& peer, Reply reply)>;
 
 // The bounds of the control socket; docs/control-protocol.md "Limits" states each default.
+// The defaults are the config's (config::ControlConfig, docs/config.md), except the own-uid reserve and the accept
+// back-off, which are fixed.
 struct ControlLimits {
     // Connections open at once; one more gets a BAD_REQUEST frame and is closed.
-    std::size_t max_sessions = 1024;
+    std::size_t max_sessions = config::ControlConfig{}.max_connections;
     // Connections of the daemon's own uid accepted past max_sessions.
     std::size_t own_uid_reserve = 16;
     // From the first byte of a frame to its last, while the session reads.
-    std::chrono::milliseconds frame_timeout{10'000};
+    std::chrono::milliseconds frame_timeout = config::ControlConfig{}.frame_timeout;
     // Without a request, for a session that owes no reply and holds no part of a frame.
-    std::chrono::milliseconds idle_timeout{300'000};
+    std::chrono::milliseconds idle_timeout = config::ControlConfig{}.idle_timeout;
     // Bytes of replies a session queues (written or waiting for an earlier one) before it reads no further
     // request.
-    std::size_t max_queued_reply_bytes = std::size_t{16} << 20;
+    std::size_t max_queued_reply_bytes = config::ControlConfig{}.max_queued_reply_bytes;
     // Pause after a failed accept.
     std::chrono::milliseconds accept_backoff{100};
 };

@@ -11,6 +11,7 @@
 // Lifetime: exchanges may outlive the listener inside a stopping io_context; they share only a counter
 // with it. Thread safety: everything, render() included, runs on the io thread of the io_context.
 
+#include "config/config.h"
 #include "daemon/accept_backoff.h"
 
 #include <chrono>
@@ -28,11 +29,12 @@
 namespace canopy::daemon {
 
 // The bounds of the metrics listener; docs/control-protocol.md "Limits" states each default.
+// The defaults are the config's (config::MetricsConfig, docs/config.md).
 struct MetricsLimits {
-    std::size_t max_connections = 64;
-    std::chrono::milliseconds head_timeout{5000};  // from the accept to the end of the request head
-    std::chrono::milliseconds write_timeout{5000}; // to write the response
-    std::chrono::milliseconds accept_backoff{100}; // pause after a failed accept
+    std::size_t max_connections = config::MetricsConfig{}.max_connections;
+    std::chrono::milliseconds head_timeout = config::MetricsConfig{}.timeout;  // from the accept to the end of the head
+    std::chrono::milliseconds write_timeout = config::MetricsConfig{}.timeout; // to write the response
+    std::chrono::milliseconds accept_backoff{100};                             // pause after a failed accept
 };
 
 // The answer to an HTTP request head: 200 for "GET /metrics" (any query string or fragment), 404 for

@@ -27,6 +27,15 @@ std::vector<std::uint32_t> allowed_ids(std::vector<std::uint32_t> allowed, const
     return allowed;
 }
 
+ControlLimits control_limits(const config::ControlConfig& control) {
+    ControlLimits limits;
+    limits.max_sessions = control.max_connections;
+    limits.frame_timeout = control.frame_timeout;
+    limits.idle_timeout = control.idle_timeout;
+    limits.max_queued_reply_bytes = control.max_queued_reply_bytes;
+    return limits;
+}
+
 } // namespace
 
 Service::Service(const config::Config& config, std::shared_ptr<spdlog::logger> log)
@@ -36,7 +45,7 @@ Service::Service(const config::Config& config, std::shared_ptr<spdlog::logger> l
           io_,
           ControlOptions{config.control.socket, allowed_ids(config.control.allow_uids, config.control.admin_uids),
                          allowed_ids(config.control.allow_gids, config.control.admin_gids),
-                         config.control.max_frame_bytes},
+                         config.control.max_frame_bytes, control_limits(config.control)},
           [this](const nlohmann::json& request, const Peer& peer, Reply reply) {
               handle(request, peer, std::move(reply));
           },
@@ -247,7 +256,8 @@ void Service::start_metrics_listener() {
     asio::ip::tcp::resolver resolver(io_);
     const auto endpoints = resolver.resolve(listen.host, std::to_string(listen.port));
     metrics_listener_ = std::make_unique<MetricsListener>(
-        io_, endpoints.begin()->endpoint(), [this] { return render_metrics(); }, MetricsLimits{}, log_);
+        io_, endpoints.begin()->endpoint(), [this] { return render_metrics(); },
+        MetricsLimits{config_.metrics.max_connections, config_.metrics.timeout, config_.metrics.timeout}, log_);
     log_->info("metrics on http://{}/metrics", config::to_string(listen));
     metrics_listener_->start();
 }

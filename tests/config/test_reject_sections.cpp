@@ -71,6 +71,46 @@ TEST_CASE("admin_uids and admin_gids are arrays of distinct ids, task_history 1 
     CHECK(parse_config(with_sections(R"("control": {})")).control.task_history == 10000);
 }
 
+TEST_CASE("the control socket's connection limits and timeouts have their ranges", "[config]") {
+    require_all_rejected({
+        {"no connections", with_sections(R"("control": {"max_connections": 0})"), "/control/max_connections",
+         "expected an integer from 1 to 65536, got 0"},
+        {"connections past the fd limit", with_sections(R"("control": {"max_connections": 65537})"),
+         "/control/max_connections", "got 65537"},
+        {"frame timeout 0", with_sections(R"("control": {"frame_timeout_ms": 0})"), "/control/frame_timeout_ms",
+         "expected an integer from 1 to 2147483647, got 0"},
+        {"idle timeout 2^31", with_sections(R"("control": {"idle_timeout_ms": 2147483648})"),
+         "/control/idle_timeout_ms", "got 2147483648"},
+        {"reply budget 64 KiB - 1", with_sections(R"("control": {"max_queued_reply_bytes": 65535})"),
+         "/control/max_queued_reply_bytes", "expected an integer from 65536 to 1073741824, got 65535"},
+        {"reply budget 1 GiB + 1", with_sections(R"("control": {"max_queued_reply_bytes": 1073741825})"),
+         "/control/max_queued_reply_bytes", "got 1073741825"},
+        {"metrics connections 0", with_sections(R"("metrics": {"max_connections": 0})"), "/metrics/max_connections",
+         "expected an integer from 1 to 4096, got 0"},
+        {"metrics timeout 0", with_sections(R"("metrics": {"timeout_ms": 0})"), "/metrics/timeout_ms",
+         "expected an integer from 1 to 2147483647, got 0"},
+        {"metrics timeout a string", with_sections(R"("metrics": {"timeout_ms": "5s"})"), "/metrics/timeout_ms",
+         R"(expected an integer, got string "5s")"},
+    });
+    const auto config = parse_config(with_sections(
+        R"("control": {"max_connections": 65536, "frame_timeout_ms": 1, "idle_timeout_ms": 2147483647,
+                       "max_queued_reply_bytes": 1073741824},
+           "metrics": {"max_connections": 4096, "timeout_ms": 250})"));
+    CHECK(config.control.max_connections == 65536);
+    CHECK(config.control.frame_timeout == std::chrono::milliseconds(1));
+    CHECK(config.control.idle_timeout == std::chrono::milliseconds(2147483647));
+    CHECK(config.control.max_queued_reply_bytes == 1073741824);
+    CHECK(config.metrics.max_connections == 4096);
+    CHECK(config.metrics.timeout == std::chrono::milliseconds(250));
+    const auto defaults = parse_config(with_sections(R"("control": {})"));
+    CHECK(defaults.control.max_connections == 1024);
+    CHECK(defaults.control.frame_timeout == std::chrono::milliseconds(10000));
+    CHECK(defaults.control.idle_timeout == std::chrono::milliseconds(300000));
+    CHECK(defaults.control.max_queued_reply_bytes == std::uint64_t{16} << 20);
+    CHECK(defaults.metrics.max_connections == 64);
+    CHECK(defaults.metrics.timeout == std::chrono::milliseconds(5000));
+}
+
 TEST_CASE("max_frame_bytes is 1024 to 64 MiB", "[config]") {
     require_all_rejected({
         {"1023", with_sections(R"("control": {"max_frame_bytes": 1023})"), "/control/max_frame_bytes",

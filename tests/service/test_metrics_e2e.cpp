@@ -6,9 +6,11 @@
 
 #include <catch2/catch.hpp>
 #include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <thread>
 #include <unistd.h>
 
@@ -133,4 +135,41 @@ TEST_CASE("metrics show each worker's queued and in-flight tasks and buffer byte
                Catch::Contains("canopy_buffer_bytes_by_owner{owner=\"" + std::to_string(::getuid()) + "\"} 4096\n"));
     const json status = d.cli_json({"status"});
     CHECK(status.at("workers").at(0).at("in_flight") == 2);
+}
+
+TEST_CASE("the control and metrics limits of the config take effect in the daemon", "[service][limits]") {
+    const int port = free_port();
+    json config = e2e_config(0, 1);
+    config["control"]["frame_timeout_ms"] = 300;
+    config["metrics"] = {{"listen", "127.0.0.1:" + std::to_string(port)}, {"max_connections", 2}, {"timeout_ms", 300}};
+    Daemon d(config);
+    // Half a frame's length prefix, then nothing: refused and closed at the configured frame timeout.
+    const int control = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(control >= 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    const std::string path = d.socket();
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    REQUIRE(::connect(control, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0);
+    REQUIRE(::send(control, "\x10\x00", 2, MSG_NOSIGNAL) == 2);
+    std::string refusal;
+    char c;
+    for (char chunk[512]; const ssize_t n = ::recv(control, chunk, sizeof chunk, 0);) { // until the daemon closes it
+        REQUIRE(n > 0);
+        refusal.append(chunk, static_cast<std::size_t>(n));
+    }
+    CHECK_THAT(refusal, Catch::Contains("frame incomplete after 300 ms"));
+    ::close(control);
+    // Three idle metrics connections: one past the configured two is closed at once, the others at 300 ms.
+    std::vector<int> idle;
+    for (int i = 0; i < 3; ++i) {
+        idle.push_back(tcp_connect(port));
+    }
+    for (const int fd : idle) {
+        CHECK(::recv(fd, &c, 1, 0) <= 0);
+        ::close(fd);
+    }
+    CHECK(http_get(port, "/metrics").rfind("HTTP/1.0 200 OK\r\n", 0) == 0);
+    const std::string log = d.log();
+    CHECK_THAT(log, Catch::Contains("metrics listener: 2 connections open, the most it serves"));
 }
