@@ -1,14 +1,18 @@
 #pragma once
-// Supervisor: one class for L3 and L4 (the level is a label). It forks the zygote before any thread
-// exists, has it fork one process per configured child (chip, sub, or a nested supervisor), dispatches
+// Supervisor: one class for L3 and L4 (the level is a label). It starts its launcher (the zygote, forked before
+// any thread exists) and has it fork one process per configured child (chip, sub, or a nested supervisor), dispatches
 // tasks to them through their mailboxes, restarts children that die (exponential back-off, restart
 // budget, then DEAD: tasks aimed at a dead worker fail fast), replaces a dead zygote with its standby and
 // restarts every child through it (or calls on_fatal when it cannot), logs every such event once, owns the
-// buffers it creates, and stops gracefully.
+// buffers it creates, and stops gracefully. Its parts live in their own files: lifecycle (supervisor.cpp),
+// dispatch (supervisor_dispatch.cpp), the children's control sockets (supervisor_control.cpp), buffers
+// (supervisor_buffers.cpp over BufferRegistry), user modules (ModuleService, supervisor_modules.cpp) and status
+// (supervisor_status.cpp).
 //
 // Lock order: events_mu_ (the pid map), then a slot's mu, then restart_mu_ or the module table's (leaf locks).
 //
-// Lifecycle: construct (forks the zygote: REQUIRES a single-threaded process), start() (spawns every
+// Lifecycle: construct (forks the zygote unless the seams give another launcher: REQUIRES a single-threaded
+// process then), start() (spawns every
 // child and waits until each is up), then submit/run/create_buffer/... from any thread, then stop()
 // (also run by the destructor).
 //
