@@ -4,6 +4,7 @@
 #   share/man/man1/canopy.1, share/man/man8/canopyd.8
 #   share/bash-completion/completions/canopy
 #   share/doc/canopy/README.md, share/doc/canopy/*.md (docs/), share/doc/canopy/examples/*.json
+# The Debian package (cmake/CanopyPackage.cmake) adds /etc/canopy/canopy.json and the maintainer scripts.
 include(GNUInstallDirs)
 
 install(TARGETS canopyd canopy RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -1,6 +1,6 @@
 // `cmake --install` of this build into a scratch prefix: every file a user or operator needs, where the
 // install rules (cmake/CanopyInstall.cmake) say, the binaries stripped and runnable from there, the unit naming
-// that prefix.
+// that prefix. Nothing lands outside the prefix: /etc/canopy/canopy.json is the Debian package's alone.
 
 #include "fixture.h"
 #include "helpers.h"
