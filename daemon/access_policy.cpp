@@ -12,7 +12,7 @@ AccessPolicy::AccessPolicy(uid_t daemon_uid, std::vector<std::uint32_t> admin_ui
     : daemon_uid_(daemon_uid), admin_uids_(std::move(admin_uids)), admin_gids_(std::move(admin_gids)) {}
 
 bool AccessPolicy::is_admin(const Peer& peer) const {
-    return peer.uid == daemon_uid_ ||
+    return peer.uid == ROOT_UID || peer.uid == daemon_uid_ ||
            std::find(admin_uids_.begin(), admin_uids_.end(), peer.uid) != admin_uids_.end() ||
            std::find(admin_gids_.begin(), admin_gids_.end(), peer.gid) != admin_gids_.end();
 }

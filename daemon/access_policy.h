@@ -1,6 +1,6 @@
 #pragma once
-// AccessPolicy: who may do what once a peer is allowed on the control socket. Admins (the daemon's own uid,
-// control.admin_uids, and peers whose gid is in control.admin_gids) may do everything; shutdown, module
+// AccessPolicy: who may do what once a peer is allowed on the control socket. Admins (root, the daemon's own
+// uid, control.admin_uids, and peers whose gid is in control.admin_gids) may do everything; shutdown, module
 // loads and worker restarts are theirs alone. A buffer belongs to the uid that created it: only its owner or
 // an admin may read or write its bytes, release it, or name it in a task. Buffers the daemon made itself
 // (preloaded arenas, module images) have no owner and are open to every allowed peer.

@@ -406,7 +406,7 @@ void ControlServer::admit(stream::socket socket) {
         return; // the peer is gone already
     }
     const ControlLimits& limits = options_.limits;
-    const bool own = peer->uid == ::geteuid();
+    const bool own = peer->uid == ::geteuid() || peer->uid == ROOT_UID;
     if (sessions_.size() >= limits.max_sessions + (own ? limits.own_uid_reserve : 0)) {
         refuse_over_limit(socket, *peer);
         return;
@@ -488,7 +488,7 @@ void ControlServer::stop() {
 }
 
 bool ControlServer::allowed(const Peer& peer) const {
-    if (peer.uid == ::geteuid()) {
+    if (peer.uid == ::geteuid() || peer.uid == ROOT_UID) {
         return true;
     }
     const auto& uids = options_.allow_uids;

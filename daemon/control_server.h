@@ -7,8 +7,8 @@
 // replies in request order. A frame whose length is out of bounds gets a BAD_REQUEST reply and the
 // connection is closed; a body that is not a JSON object gets a BAD_REQUEST reply and the connection
 // stays open. Every input is bounded by ControlLimits:
-//   - at most max_sessions connections are open (the daemon's own uid may open own_uid_reserve more); one
-//     more gets a BAD_REQUEST frame at once and is closed;
+//   - at most max_sessions connections are open (the daemon's own uid and root may open own_uid_reserve
+//     more); one more gets a BAD_REQUEST frame at once and is closed;
 //   - a session reads no further request while MAX_PENDING replies are owed or max_queued_reply_bytes of
 //     replies wait to be written, so a client that does not read cannot make the daemon buffer without
 //     bound; it reads on once the client has read enough;
@@ -47,6 +47,11 @@ struct Peer {
     uid_t uid = 0;
     gid_t gid = 0;
 };
+
+// Root may use every daemon, whatever uid the daemon runs as (a service user such as `canopy`), and is always
+// an admin (AccessPolicy): it can signal the daemon and read its memory anyway, and `canopy shutdown` as root is
+// how an operator stops a daemon that runs as another user.
+inline constexpr uid_t ROOT_UID = 0;
 
 // A reply: a JSON object, or the members of a successful one already serialized. Replies that list many
 // tasks take the second form, which spares building a JSON tree per task only to print it.
@@ -92,7 +97,7 @@ using RequestHandler = std::function<void(const nlohmann::json& request, const P
 struct ControlLimits {
     // Connections open at once; one more gets a BAD_REQUEST frame and is closed.
     std::size_t max_sessions = config::ControlConfig{}.max_connections;
-    // Connections of the daemon's own uid accepted past max_sessions.
+    // Connections of the daemon's own uid and of root accepted past max_sessions.
     std::size_t own_uid_reserve = 16;
     // From the first byte of a frame to its last, while the session reads.
     std::chrono::milliseconds frame_timeout = config::ControlConfig{}.frame_timeout;
@@ -107,7 +112,7 @@ struct ControlLimits {
 
 struct ControlOptions {
     std::filesystem::path socket;
-    std::vector<std::uint32_t> allow_uids; // besides the daemon's own uid
+    std::vector<std::uint32_t> allow_uids; // besides the daemon's own uid and ROOT_UID
     std::vector<std::uint32_t> allow_gids;
     std::uint32_t max_frame_bytes = 1u << 20;
     ControlLimits limits{};

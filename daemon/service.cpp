@@ -187,7 +187,10 @@ void Service::begin_stop() {
     if (metrics_listener_) {
         metrics_listener_->stop();
     }
-    stopper_ = std::thread([this] {
+    // The io thread must keep running through the drain: the results that end it reach the book as handlers
+    // posted to io_ (drain_results), and with the acceptor closed and no client connected io_ has nothing else
+    // to do, so without this guard it would return and leave the drain to its deadline.
+    stopper_ = std::thread([this, work = asio::make_work_guard(io_)]() mutable {
         const auto deadline = std::chrono::steady_clock::now() + config_.supervision.drain_timeout;
         std::vector<std::function<void()>> callbacks;
         {
@@ -214,6 +217,7 @@ void Service::begin_stop() {
             control_.stop();
             finish_when_closed(std::chrono::steady_clock::now() + CLOSE_GRACE);
         });
+        work.reset(); // the handler just posted is io_'s work from here on
     });
 }
 

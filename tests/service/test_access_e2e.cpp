@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <grp.h>
 #include <unistd.h>
 
 using namespace canopy::e2e;
@@ -93,5 +94,22 @@ TEST_CASE("shutdown, module load and worker restart need an admin", "[service][a
     CHECK(restarted.rc == 0);
     CHECK_THAT(d.log(), Catch::Contains("restart asked by uid 65532"));
     CHECK(d.cli({"shutdown"}, ADMIN).rc == 0);
+    CHECK(d.wait_exit(std::chrono::seconds(20)) == 0);
+}
+
+TEST_CASE("a daemon that runs as a service user gives root admin access", "[service][access]") {
+    if (::geteuid() != 0) {
+        CANOPY_SKIP("needs root to start the daemon as another uid");
+    }
+    // As the shipped unit runs it: its own uid, not root, with no allow list naming root.
+    Daemon d(e2e_config(1, 0, {{"control", {{"allow_uids", {OTHER}}}}}), {},
+             [] { return ::setgroups(0, nullptr) == 0 && ::setgid(OWNER) == 0 && ::setuid(OWNER) == 0; });
+    CHECK(d.cli({"status"}, OWNER).rc == 0); // the daemon's own uid
+    const Output restart = d.cli({"worker", "restart", "chip0"});
+    CHECK(restart.rc == 0);
+    CHECK_THAT(d.log(), Catch::Contains("restart asked by uid 0"));
+    const Output refused = d.cli({"worker", "restart", "chip0", "--json"}, OTHER);
+    CHECK(refusal(refused) == "UNAUTHORIZED");
+    CHECK(d.cli({"shutdown"}).rc == 0);
     CHECK(d.wait_exit(std::chrono::seconds(20)) == 0);
 }

@@ -314,6 +314,18 @@ TEST_CASE("a client waiting for a task when shutdown arrives gets the drained ta
     CHECK(reply->at("task").at("state") == "completed");
 }
 
+TEST_CASE("a shutdown with a task in flight and no client connected ends when the task does, not at the deadline",
+          "[service]") {
+    Daemon d(e2e_config(1, 1)); // drain_timeout_ms 5000
+    REQUIRE(d.cli({"submit", "sleep_ms", "--on", "sub0", "--scalar", "int64:300"}).rc == 0);
+    REQUIRE(wait_task_started(d, "sleep_ms") == "running");
+    const auto asked = std::chrono::steady_clock::now();
+    REQUIRE(d.cli({"shutdown"}).rc == 0);
+    CHECK(d.wait_exit(std::chrono::seconds(15)) == std::optional<int>(0));
+    // The task's 300 ms, the children's exit and the connections' close, far below the 5 s deadline.
+    CHECK(std::chrono::steady_clock::now() - asked < std::chrono::milliseconds(3500));
+}
+
 TEST_CASE("buffer read and write wait for the tasks that touch their bytes, and later tasks wait for them",
           "[service][transfer]") {
     Daemon d(e2e_config(2, 2));

@@ -1,5 +1,6 @@
 // `cmake --install` of this build into a scratch prefix: every file a user or operator needs, where the
-// install rules (cmake/CanopyInstall.cmake) say, the binaries stripped and runnable from there.
+// install rules (cmake/CanopyInstall.cmake) say, the binaries stripped and runnable from there, the unit naming
+// that prefix. Nothing lands outside the prefix: /etc/canopy/canopy.json is the Debian package's alone.
 
 #include "fixture.h"
 #include "helpers.h"
@@ -30,6 +31,7 @@ TEST_CASE("cmake --install puts the binaries, unit, man pages, completion, docs 
                                       "share/man/man1/canopy.1",
                                       "share/man/man8/canopyd.8",
                                       "share/bash-completion/completions/canopy"};
+    expected.insert("share/doc/canopy/README.md");
     for (const auto& doc : fs::directory_iterator(fs::path(CANOPY_SOURCE_DIR) / "docs")) {
         if (doc.path().extension() == ".md") {
             expected.insert("share/doc/canopy/" + doc.path().filename().string());
@@ -52,7 +54,12 @@ TEST_CASE("cmake --install puts the binaries, unit, man pages, completion, docs 
     const Output symbols = run_program("/usr/bin/env", {"readelf", "-S", (prefix.path / "bin/canopyd").string()});
     CHECK(symbols.rc == 0);
     CHECK(symbols.out.find(".symtab") == std::string::npos);
-    // The unit starts the daemon from the bin directory the build was configured for.
+    // The unit starts the daemon from the prefix it was installed to, and points at the docs there.
     const std::string unit = read_file((prefix.path / "lib/systemd/system/canopyd.service").string());
-    CHECK_THAT(unit, Catch::Contains("ExecStart=" + std::string(CANOPY_INSTALL_BINDIR) + "/canopyd --config"));
+    CHECK_THAT(unit, Catch::Contains("\nExecStart=" + (prefix.path / "bin/canopyd").string() + " --config"));
+    CHECK_THAT(unit, Catch::Contains("\nExecStartPre=" + (prefix.path / "bin/canopyd").string() + " --check-config"));
+    CHECK_THAT(unit,
+               Catch::Contains("\nDocumentation=file://" + (prefix.path / "share/doc/canopy/README.md").string()));
+    CHECK(unit.find("/usr/local") == std::string::npos);
+    CHECK_THAT(unit, Catch::Contains("\nUser=canopy\n"));
 }
