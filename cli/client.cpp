@@ -2,10 +2,12 @@
 
 #include "cli/cli_error.h"
 #include "cli/frame.h"
+#include "ipc/fd_passing.h"
 #include "ipc/sys_error.h"
 
 #include <cerrno>
 #include <cstring>
+#include <span>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <system_error>
@@ -102,7 +104,9 @@ bool Client::receive_exact(char* data, std::size_t n) {
     std::size_t got = 0;
     try {
         while (got < n) {
-            const ssize_t r = ipc::sys_retry("recv", [&] { return ::recv(fd_.get(), data + got, n - got, 0); });
+            // recvmsg, not recv: a reply may carry file descriptors (buffer.fd), which arrive with its first byte.
+            const auto r = static_cast<ssize_t>(
+                ipc::recv_message(fd_.get(), std::as_writable_bytes(std::span(data + got, n - got)), received_fds_));
             if (r == 0) {
                 if (got == 0) {
                     return false;

@@ -17,6 +17,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace canopy::cli {
 
@@ -34,6 +36,8 @@ public:
     nlohmann::json call(nlohmann::json request, const ProgressHandler& on_progress = {});
 
     const std::string& socket_path() const noexcept { return socket_path_; }
+    // The file descriptors that replies carried (buffer.fd), in arrival order, taken out of the client.
+    std::vector<ipc::UniqueFd> take_fds() noexcept { return std::exchange(received_fds_, {}); }
 
 private:
     Client(ipc::UniqueFd fd, std::string socket_path) : fd_(std::move(fd)), socket_path_(std::move(socket_path)) {}
@@ -50,6 +54,7 @@ private:
 
     ipc::UniqueFd fd_;
     std::string socket_path_;
+    std::vector<ipc::UniqueFd> received_fds_;
     std::uint64_t next_id_ = 1;
 };
 

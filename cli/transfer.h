@@ -1,7 +1,8 @@
 #pragma once
-// Moving bytes between a file and a buffer over the control socket: `buffer.write` and `buffer.read`
-// requests of at most CHUNK_BYTES raw bytes each (base64 makes that about 683 KiB of frame), at
-// increasing offsets.
+// Moving bytes between a file and a buffer. Where the daemon hands out a file descriptor that maps here
+// (`buffer.fd`: posix_shm and sim_vmm buffers) the bytes go straight between the file and the mapping, with one
+// request; otherwise (cuda_vmm buffers, preloaded arenas) as `buffer.write` and `buffer.read` requests of at
+// most CHUNK_BYTES raw bytes each (base64 makes that about 683 KiB of frame), at increasing offsets.
 //
 // Thread safety: uses the caller's Client; one thread at a time.
 

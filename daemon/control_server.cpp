@@ -1,9 +1,11 @@
 #include "daemon/control_server.h"
 
 #include "daemon/request_json.h"
+#include "ipc/fd_passing.h"
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -23,6 +25,9 @@ nlohmann::json error_reply(std::string_view code, const std::string& message) {
 }
 
 namespace {
+
+// The fds a reply carries, shared by the reply and the frame that sends them.
+using Fds = std::shared_ptr<const std::vector<ipc::UniqueFd>>;
 
 // A frame: the 4-byte little-endian length, then `body`.
 std::string frame_of(const std::string& body) {
@@ -226,7 +231,8 @@ private:
                     if (reply.interim()) {
                         self->interim(seq, serialize_progress(reply, id));
                     } else {
-                        self->complete(seq, serialize(std::move(reply), id));
+                        auto fd = reply.fds();
+                        self->complete(seq, serialize(std::move(reply), id), std::move(fd));
                     }
                 }
             });
@@ -294,13 +300,14 @@ private:
         }
     }
 
-    // Stores a reply and writes every reply that is next in request order.
-    void complete(std::uint64_t seq, std::string reply) {
+    // Stores a reply (with the fd to send along, if any) and writes every reply that is next in request order.
+    void complete(std::uint64_t seq, std::string reply, Fds fd = nullptr) {
         done_bytes_ += reply.size();
-        done_.emplace(seq, std::move(reply));
+        done_.emplace(seq, Done{std::move(reply), std::move(fd)});
         while (!done_.empty() && done_.begin()->first == next_reply_) {
-            done_bytes_ -= done_.begin()->second.size();
-            enqueue_now(done_.begin()->second);
+            Done& next = done_.begin()->second;
+            done_bytes_ -= next.body.size();
+            enqueue_now(next.body, std::move(next.fd));
             done_.erase(done_.begin());
             ++next_reply_;
             --pending_;
@@ -308,9 +315,9 @@ private:
         resume();
     }
 
-    void enqueue_now(const std::string& body) {
-        out_.push_back(frame_of(body));
-        out_bytes_ += out_.back().size();
+    void enqueue_now(const std::string& body, Fds fd = nullptr) {
+        out_.push_back({frame_of(body), std::move(fd)});
+        out_bytes_ += out_.back().bytes.size();
         if (!writing_) {
             write_next();
         }
@@ -327,17 +334,56 @@ private:
             return;
         }
         writing_ = true;
-        asio::async_write(socket_, asio::buffer(out_.front()),
+        if (out_.front().fd && !out_.front().fd->empty()) {
+            write_with_fd();
+            return;
+        }
+        asio::async_write(socket_, asio::buffer(out_.front().bytes),
                           [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
                               if (ec) {
                                   self->close();
                                   return;
                               }
-                              self->out_bytes_ -= self->out_.front().size();
+                              self->out_bytes_ -= self->out_.front().bytes.size();
                               self->out_.pop_front();
                               self->write_next();
                               self->resume(); // the reply budget may admit the next request
                           });
+    }
+
+    // The frame at the front carries an fd: one sendmsg puts it on the frame's first byte (waiting until the
+    // socket takes a byte); the rest of the frame goes the usual way.
+    void write_with_fd() {
+        Out& front = out_.front();
+        std::vector<int> fds;
+        for (const ipc::UniqueFd& fd : *front.fd) {
+            fds.push_back(fd.get());
+        }
+        const ssize_t n = ipc::send_some(socket_.native_handle(), std::as_bytes(std::span(front.bytes)), fds);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            socket_.async_wait(stream::socket::wait_write,
+                               [self = shared_from_this()](const boost::system::error_code& ec) {
+                                   if (ec) {
+                                       self->close();
+                                       return;
+                                   }
+                                   self->write_with_fd();
+                               });
+            return;
+        }
+        if (n <= 0) {
+            close();
+            return;
+        }
+        front.fd.reset(); // on its way, with the bytes sent
+        const auto sent = static_cast<std::size_t>(n);
+        out_bytes_ -= sent;
+        front.bytes.erase(0, sent);
+        if (front.bytes.empty()) {
+            out_.pop_front();
+        }
+        write_next();
+        resume();
     }
 
     void finish_reading() {
@@ -356,10 +402,20 @@ private:
     std::size_t filled_ = 0;
     std::size_t consumed_ = 0;
     bool resuming_ = false;
-    std::deque<std::string> out_;               // frames to write, the front one being written
-    std::size_t out_bytes_ = 0;                 // bytes of out_
-    std::map<std::uint64_t, std::string> done_; // serialized replies waiting for an earlier one
-    std::size_t done_bytes_ = 0;                // bytes of done_
+    // A frame to write, and the fds its first byte carries (none once that byte is sent).
+    struct Out {
+        std::string bytes;
+        Fds fd;
+    };
+    // A serialized reply waiting for an earlier one, with its fds.
+    struct Done {
+        std::string body;
+        Fds fd;
+    };
+    std::deque<Out> out_;                // frames to write, the front one being written
+    std::size_t out_bytes_ = 0;          // bytes of out_
+    std::map<std::uint64_t, Done> done_; // replies waiting for an earlier one
+    std::size_t done_bytes_ = 0;         // bytes of done_
     std::uint64_t next_request_ = 0;
     std::uint64_t next_reply_ = 0;
     std::size_t pending_ = 0;       // requests taken whose reply is not in out_ yet

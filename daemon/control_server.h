@@ -32,6 +32,7 @@
 // clang-format on
 #include "config/config.h"
 #include "daemon/accept_backoff.h"
+#include "ipc/unique_fd.h"
 
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -73,6 +74,13 @@ public:
         r.interim_ = true;
         return r;
     }
+    // File descriptors sent with the reply's first byte (SCM_RIGHTS, at most ipc::MAX_FDS_PER_MESSAGE); the
+    // reply holds them until that byte is sent, then closes its copies.
+    Response& attach(std::vector<ipc::UniqueFd> fds) {
+        fds_ = std::make_shared<const std::vector<ipc::UniqueFd>>(std::move(fds));
+        return *this;
+    }
+    const std::shared_ptr<const std::vector<ipc::UniqueFd>>& fds() const noexcept { return fds_; }
     bool serialized() const noexcept { return serialized_; }
     bool interim() const noexcept { return interim_; }
     nlohmann::json& json() noexcept { return json_; }
@@ -81,6 +89,7 @@ public:
 private:
     nlohmann::json json_;
     std::string members_;
+    std::shared_ptr<const std::vector<ipc::UniqueFd>> fds_;
     bool serialized_ = false;
     bool interim_ = false;
 };

@@ -53,6 +53,8 @@ private:
     using TransferDone = std::function<void(ErrorCode, const std::string&, nlohmann::json)>;
     void transfer_through_chip(const BufferInfo& info, std::uint64_t offset, std::vector<std::byte> data,
                                std::uint64_t length, bool write, const TransferDone& done);
+    // buffer.fd (service_fds.cpp): answered, with the fds attached, once earlier tasks over the buffer finished.
+    void handle_buffer_fd(const nlohmann::json& request, const Reply& reply, const Peer& peer);
     void handle_module_load(const nlohmann::json& request, const Reply& reply);
     BufferDescriptor resolve_buffer(const std::string& id, const std::string& where) const;
     BufferInfo live_buffer(const nlohmann::json& request) const;

@@ -197,6 +197,9 @@ void Service::handle(const json& request, const Peer& peer, Reply reply) {
         } else if (op == "buffer.write" || op == "buffer.read") {
             handle_buffer_transfer(request, reply, op == "buffer.write", peer);
             return;
+        } else if (op == "buffer.fd") {
+            handle_buffer_fd(request, reply, peer);
+            return;
         } else if (op == "tasks") {
             std::lock_guard lock(mu_);
             result = {{"tasks", book_.list()}};

@@ -2,6 +2,7 @@
 
 #include "ipc/sys_error.h"
 
+#include <cerrno>
 #include <cstring>
 #include <stdexcept>
 #include <sys/socket.h>
@@ -14,10 +15,10 @@ std::pair<UniqueFd, UniqueFd> seqpacket_pair() {
     return {UniqueFd(sv[0]), UniqueFd(sv[1])};
 }
 
-void send_message(int sock, std::span<const std::byte> bytes, std::span<const int> fds) {
-    if (fds.size() > MAX_FDS_PER_MESSAGE) {
-        throw std::invalid_argument("send_message: too many fds");
-    }
+namespace {
+
+// sendmsg of `bytes` with `fds` attached to their first byte.
+ssize_t send_with_fds(int sock, std::span<const std::byte> bytes, std::span<const int> fds, int flags) {
     iovec iov{const_cast<std::byte*>(bytes.data()), bytes.size()};
     msghdr msg{};
     msg.msg_iov = &iov;
@@ -33,7 +34,28 @@ void send_message(int sock, std::span<const std::byte> bytes, std::span<const in
         c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
         std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
     }
-    sys_retry("sendmsg", [&] { return ::sendmsg(sock, &msg, MSG_NOSIGNAL); });
+    return ::sendmsg(sock, &msg, flags | MSG_NOSIGNAL);
+}
+
+} // namespace
+
+void send_message(int sock, std::span<const std::byte> bytes, std::span<const int> fds) {
+    if (fds.size() > MAX_FDS_PER_MESSAGE) {
+        throw std::invalid_argument("send_message: too many fds");
+    }
+    sys_retry("sendmsg", [&] { return send_with_fds(sock, bytes, fds, 0); });
+}
+
+ssize_t send_some(int sock, std::span<const std::byte> bytes, std::span<const int> fds) noexcept {
+    if (fds.size() > MAX_FDS_PER_MESSAGE) {
+        errno = EINVAL;
+        return -1;
+    }
+    ssize_t n;
+    do {
+        n = send_with_fds(sock, bytes, fds, MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    return n;
 }
 
 std::size_t recv_message(int sock, std::span<std::byte> buf, std::vector<UniqueFd>& fds) {

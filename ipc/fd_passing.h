@@ -1,6 +1,7 @@
 #pragma once
 // Messages with attached file descriptors over a SOCK_SEQPACKET Unix socket (SCM_RIGHTS). One send is
-// one message; a receiver sees message boundaries.
+// one message; a receiver sees message boundaries. On a stream socket the fds travel with the first byte sent,
+// and the receive that reads that byte gets them.
 //
 // Thread safety: one sender and one receiver per socket at a time.
 
@@ -8,6 +9,7 @@
 
 #include <cstddef>
 #include <span>
+#include <sys/types.h>
 #include <utility>
 #include <vector>
 
@@ -21,6 +23,11 @@ std::pair<UniqueFd, UniqueFd> seqpacket_pair();
 // Sends one message with `fds` attached (the caller keeps its own copies). Throws SysError (EPIPE when
 // the peer is gone; SIGPIPE is never raised).
 void send_message(int sock, std::span<const std::byte> bytes, std::span<const int> fds = {});
+
+// One non-blocking send of as much of `bytes` as the socket takes now, `fds` attached to the first byte: the
+// bytes sent, or -1 with errno (EAGAIN when nothing fits now; no fd went then). For stream sockets. Never raises
+// SIGPIPE.
+ssize_t send_some(int sock, std::span<const std::byte> bytes, std::span<const int> fds) noexcept;
 
 // Receives one message into `buf`; received fds (O_CLOEXEC) are appended to `fds`. Returns the message
 // length, 0 when the peer closed. Throws SysError, and std::runtime_error when the message or its fds

@@ -15,9 +15,9 @@ MappedRegion& MappedRegion::operator=(MappedRegion&& other) noexcept {
     return *this;
 }
 
-MappedRegion MappedRegion::map_shared(int fd, std::size_t length, bool writable) {
+MappedRegion MappedRegion::map_shared(int fd, std::size_t length, bool writable, bool populate) {
     const int prot = PROT_READ | (writable ? PROT_WRITE : 0);
-    void* p = ::mmap(nullptr, length, prot, MAP_SHARED, fd, 0);
+    void* p = ::mmap(nullptr, length, prot, MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
     if (p == MAP_FAILED) {
         throw SysError(errno, "mmap");
     }

@@ -20,7 +20,8 @@ public:
     ~MappedRegion() { reset(); }
 
     // Maps `length` bytes of `fd` at offset 0, shared. Throws SysError.
-    static MappedRegion map_shared(int fd, std::size_t length, bool writable);
+    // `populate`: fault every page in now (MAP_POPULATE), for a mapping about to be read or written whole.
+    static MappedRegion map_shared(int fd, std::size_t length, bool writable, bool populate = false);
 
     std::byte* data() const noexcept { return static_cast<std::byte*>(base_); }
     std::size_t size() const noexcept { return length_; }

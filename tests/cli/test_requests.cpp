@@ -16,9 +16,12 @@ const json BUFFER = {{"id", "0011..ff.3.1"}, {"backend", "posix_shm"}, {"nbytes"
 const json TASK = {{"name", "fill"},       {"id", 7},           {"kernel", "fill"}, {"on", "chip0"},
                    {"state", "completed"}, {"submitted_ns", 1}, {"start_ns", 10},   {"end_ns", 2010}};
 
-// A daemon that answers every op with a plausible success.
+// A daemon that answers every op with a plausible success, and buffer.fd as a daemon that has no such op.
 FakeReply plausible(const json& request) {
     const std::string op = request.value("op", "");
+    if (op == "buffer.fd") {
+        return error("BAD_REQUEST", "unknown op \"buffer.fd\"");
+    }
     if (op == "buffer.create" || op == "buffer.show") {
         return ok({{"buffer", BUFFER}});
     }
@@ -121,24 +124,27 @@ TEST_CASE("buffer show and release send the buffer ID as the request's id", "[cl
           json{{"op", "buffer.release"}, {"buffer", "weights"}, {"id", 1}});
 }
 
-TEST_CASE("buffer write sends the file's bytes as base64 at the offset", "[cli]") {
+TEST_CASE("buffer write asks for the buffer's fd, and without one sends the file's bytes as base64 at the offset",
+          "[cli]") {
     FakeDaemon daemon(plausible);
     const std::string file = write_file(daemon.dir(), "in.bin", std::string("\x00\x01\xfe\xff", 4));
     const CliRun r = run({"buffer", "write", "B", "--from", file, "--offset", "1K"}, daemon.socket_path());
     REQUIRE(r.rc == 0);
     CHECK(daemon.requests() ==
           std::vector<json>{
-              {{"op", "buffer.write"}, {"buffer", "B"}, {"offset", 1024}, {"data", "AAH+/w=="}, {"id", 1}}});
+              {{"op", "buffer.fd"}, {"buffer", "B"}, {"access", "readwrite"}, {"id", 1}},
+              {{"op", "buffer.write"}, {"buffer", "B"}, {"offset", 1024}, {"data", "AAH+/w=="}, {"id", 2}}});
     CHECK(r.out == "wrote 4 bytes to B at offset 1024\n");
 }
 
-TEST_CASE("buffer read sends the range asked for", "[cli]") {
+TEST_CASE("buffer read asks for a read-only fd, and without one sends the range asked for", "[cli]") {
     FakeDaemon daemon(plausible);
     const std::string file = daemon.dir() + "/out.bin";
     const CliRun r = run({"buffer", "read", "B", "--to", file, "--offset", "8", "--bytes", "16"}, daemon.socket_path());
     REQUIRE(r.rc == 0);
     CHECK(daemon.requests() ==
-          std::vector<json>{{{"op", "buffer.read"}, {"buffer", "B"}, {"offset", 8}, {"bytes", 16}, {"id", 1}}});
+          std::vector<json>{{{"op", "buffer.fd"}, {"buffer", "B"}, {"access", "read"}, {"id", 1}},
+                            {{"op", "buffer.read"}, {"buffer", "B"}, {"offset", 8}, {"bytes", 16}, {"id", 2}}});
     CHECK(read_whole_file(file) == std::string(16, 'x'));
 }
 
@@ -149,7 +155,8 @@ TEST_CASE("buffer read without --bytes asks buffer.show for the size first", "[c
     REQUIRE(r.rc == 0);
     CHECK(daemon.requests() ==
           std::vector<json>{{{"op", "buffer.show"}, {"buffer", "B"}, {"id", 1}},
-                            {{"op", "buffer.read"}, {"buffer", "B"}, {"offset", 60}, {"bytes", 4}, {"id", 2}}});
+                            {{"op", "buffer.fd"}, {"buffer", "B"}, {"access", "read"}, {"id", 2}},
+                            {{"op", "buffer.read"}, {"buffer", "B"}, {"offset", 60}, {"bytes", 4}, {"id", 3}}});
 }
 
 TEST_CASE("submit sends the task with tensors in command-line order, then scalars", "[cli]") {
@@ -288,8 +295,12 @@ TEST_CASE("module load takes --format and refuses a file it cannot classify", "[
 }
 
 TEST_CASE("requests on one connection carry ids 1, 2, 3", "[cli]") {
-    // A write of 2.5 chunks is three buffer.write requests on one connection.
+    // A write of 2.5 chunks to a buffer without a mappable fd is buffer.fd, then three buffer.write requests on
+    // one connection.
     FakeDaemon daemon([](const json& request) {
+        if (request["op"] == "buffer.fd") {
+            return error("ACCESS_DENIED", "not mappable here");
+        }
         return ok({{"written", base64_decode(request["data"].get<std::string>()).size()}});
     });
     const std::string file = write_file(daemon.dir(), "in.bin", std::string(1280 * 1024, 'x'));
@@ -298,7 +309,7 @@ TEST_CASE("requests on one connection carry ids 1, 2, 3", "[cli]") {
     for (const auto& request : daemon.requests()) {
         ids.push_back(request["id"]);
     }
-    CHECK(ids == std::vector<json>{1, 2, 3});
+    CHECK(ids == std::vector<json>{1, 2, 3, 4});
 }
 
 TEST_CASE("the socket is --socket, else $CANOPY_SOCKET", "[cli]") {

@@ -1,0 +1,137 @@
+// buffer.fd: a buffer's file descriptors handed to a client over the control socket (SCM_RIGHTS), so that it
+// maps the bytes itself and nothing is copied through the daemon (docs/control-protocol.md, "Buffers by file
+// descriptor"). The hand-over is a step of the scheduler over the whole buffer, like a transfer: the reply
+// comes once every earlier task that writes the buffer (and, for a writable fd, that reads it) has finished,
+// so the client sees their results; tasks submitted after the reply see what the client wrote before it
+// submitted them.
+#include "daemon/json_codec.h"
+#include "daemon/service.h"
+#include "ipc/fd_passing.h"
+#include "ipc/sys_error.h"
+#include "worker/worker_loop.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+
+namespace canopy::daemon {
+namespace {
+
+[[noreturn]] void bad(const std::string& message) {
+    throw RequestError(ErrorCode::BAD_REQUEST, message);
+}
+
+// The fds of `info`'s backing, read-only when `writable` is false. Throws RequestError.
+std::vector<ipc::UniqueFd> backing_fds(const BufferInfo& info, const BufferRegistry& registry, bool writable) {
+    const BufferDescriptor& d = info.descriptor;
+    std::vector<ipc::UniqueFd> fds;
+    switch (Backend{d.backend}) {
+    case Backend::POSIX_SHM: {
+        const std::string path = "/" + std::string(shm_name(d));
+        fds.emplace_back(
+            ipc::sys_check(::shm_open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0), "shm_open"));
+        return fds;
+    }
+    case Backend::SIM_VMM:
+        for (const ipc::UniqueFd& fd : registry.dup_fds(d.identity)) {
+            // A new open of the memfd has the access asked for: a read-only one cannot be mapped writable.
+            const std::string self = "/proc/self/fd/" + std::to_string(fd.get());
+            fds.emplace_back(ipc::sys_check(::open(self.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC),
+                                            "open(/proc/self/fd)"));
+        }
+        return fds;
+    case Backend::CUDA_VMM:
+        if (!writable) {
+            throw RequestError(ErrorCode::ACCESS_DENIED,
+                               "buffer.fd: a cuda_vmm handle maps read-write wherever it is imported, so it is "
+                               "handed out only with write access");
+        }
+        return registry.dup_fds(d.identity);
+    case Backend::FORK_SHM:
+    case Backend::FORK_COW:
+        break;
+    }
+    bad("buffer.fd: preloaded arena '" + info.name + "' has no file descriptor; tasks reach it by its identity");
+}
+
+} // namespace
+
+void Service::handle_buffer_fd(const nlohmann::json& request, const Reply& reply, const Peer& peer) {
+    const BufferInfo info = live_buffer(request);
+    const bool buffer_writable = Access{info.descriptor.access} != Access::READ;
+    std::string access = buffer_writable ? "readwrite" : "read";
+    if (request.contains("access")) {
+        access = string_member(request, "access", "request");
+        if (access != "read" && access != "readwrite") {
+            bad("access: expected \"read\" or \"readwrite\", got \"" + access + "\"");
+        }
+    }
+    const bool writable = access == "readwrite";
+    if (writable && !buffer_writable) {
+        throw RequestError(ErrorCode::ACCESS_DENIED,
+                           "buffer.fd: buffer " + to_string(info.descriptor.identity) + " is read-only");
+    }
+    access_.require_owner(peer, info.descriptor.identity, "buffer.fd", "map the bytes of");
+    if (Backend{info.descriptor.backend} == Backend::FORK_SHM ||
+        Backend{info.descriptor.backend} == Backend::FORK_COW) {
+        (void)backing_fds(info, supervisor_.registry(), writable); // throws the refusal
+    }
+    // The whole buffer, as views of at most 2^32-1 bytes each: what the hand-over orders after.
+    std::vector<TensorArg> footprint;
+    constexpr std::uint64_t VIEW = 0xffffffffu;
+    for (std::uint64_t at = 0; at < info.descriptor.nbytes; at += VIEW) {
+        const auto length = static_cast<std::uint32_t>(std::min(VIEW, info.descriptor.nbytes - at));
+        footprint.push_back({make_tensor(info.descriptor, DataType::UINT8, {length}, {}, at),
+                             writable ? TensorTag::OUTPUT : TensorTag::INPUT});
+    }
+    ReadyWork to_dispatch;
+    {
+        std::lock_guard lock(mu_);
+        if (stopping_) {
+            throw RequestError(ErrorCode::WORKER_DIED, "the daemon is stopping");
+        }
+        TaskRecord record;
+        record.id = next_task_++;
+        record.name = "buffer.fd";
+        record.kernel = record.name;
+        record.listed = false;
+        record.submitted_ns = worker::monotonic_ns();
+        const std::uint64_t id = record.id;
+        auto replied = std::make_shared<std::atomic<bool>>(false);
+        const Reply once = [replied, reply](Response answer) {
+            if (!replied->exchange(true)) {
+                reply(std::move(answer));
+            }
+        };
+        record.local = [this, info, writable, id, once] {
+            const std::uint64_t start = worker::monotonic_ns();
+            ErrorCode code = ErrorCode::OK;
+            std::string message;
+            try {
+                std::vector<ipc::UniqueFd> fds = backing_fds(info, supervisor_.registry(), writable);
+                Response answer(nlohmann::json{{"buffer", buffer_entry(info)},
+                                               {"bytes", info.descriptor.nbytes},
+                                               {"writable", writable},
+                                               {"fds", fds.size()}});
+                once(std::move(answer.attach(std::move(fds))));
+            } catch (const RequestError& e) {
+                code = e.code();
+                message = e.what();
+                once(error_reply(error_code_name(code), message));
+            } catch (const std::exception& e) {
+                code = ErrorCode::BAD_REQUEST;
+                message = std::string("buffer.fd: ") + e.what();
+                once(error_reply("BAD_REQUEST", message));
+            }
+            on_result(id, TaskResult{id, code, message, start, worker::monotonic_ns()});
+        };
+        record.on_finish.push_back([once](const std::string&) {
+            once(error_reply("WORKER_DIED", "buffer.fd: the daemon stopped before the hand-over"));
+        });
+        TaskRecord& stored = book_.add(std::move(record));
+        scheduler_.add(id, stored.name, std::move(footprint));
+        dispatch_ready_locked(to_dispatch);
+    }
+    dispatch(std::move(to_dispatch));
+}
+
+} // namespace canopy::daemon
