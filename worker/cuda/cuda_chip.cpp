@@ -5,6 +5,7 @@
 #include "cuda/stream.h"
 #include "ipc/child_message.h"
 #include "ipc/mailbox_child.h"
+#include "protocol/builtin_launch.h"
 #include "protocol/task_args.h"
 #include "worker/cuda/chip_buffers.h"
 #include "worker/cuda/fatbin.h"
@@ -97,9 +98,9 @@ private:
             run_illegal_address();
             return;
         }
-        const kernels::KernelCall call{kernel, bound_, args_.scalars, nullptr};
+        const kernels::KernelCall call{kernel, bound_, args_.scalars, nullptr, builtin_launch_flags(launch)};
         if (is_peer_kernel(kernel)) {
-            execute_peer(kernel);
+            execute_peer(kernel, call.launch_flags);
             return;
         }
         if (runs_on_host(kernel)) {
@@ -139,14 +140,15 @@ private:
 
     // peer_read and allgather: checked on the host against the peer table, then checked again on the device
     // before every peer access.
-    void execute_peer(std::string_view kernel) {
+    void execute_peer(std::string_view kernel, std::uint32_t launch_flags) {
         const CanonicalIdentity& id =
             args_.tensors.empty() ? CanonicalIdentity{} : args_.tensors[0].tensor.buffer.identity;
         const PeerBases* bases = args_.tensors.empty() ? nullptr : buffers_.peer_bases(id);
         if (bases != nullptr) {
             table_ = kernels::PeerTable{bases->bases, bases->rank};
         }
-        const kernels::KernelCall call{kernel, bound_, args_.scalars, bases != nullptr ? &table_ : nullptr};
+        const kernels::KernelCall call{kernel, bound_, args_.scalars, bases != nullptr ? &table_ : nullptr,
+                                       launch_flags};
         kernels::check_builtin(spec_.kind, call, spec_.fault_kernels);
         if (bases == nullptr) {
             throw kernels::KernelError(ErrorCode::BAD_REQUEST,
