@@ -10,6 +10,7 @@
 #include "worker/cuda/chip_buffers.h"
 #include "worker/cuda/fatbin.h"
 #include "worker/cuda/launcher.h"
+#include "worker/cuda/lt_matmul.h"
 #include "worker/cuda/user_modules.h"
 
 #include <cstdio>
@@ -35,7 +36,8 @@ public:
     // Throws CudaError when the context, stream or module cannot be set up.
     CudaChip(const WorkerSpec& spec, const cuda::Driver& driver, std::uint32_t device, int mailbox_fd, int control)
         : spec_(spec), control_(control), driver_(driver), context_(driver, static_cast<int>(device)), stream_(driver),
-          module_(driver, kernel_image()), launcher_(driver, module_), mailbox_(mailbox_fd, spec.generation),
+          module_(driver, kernel_image()), lt_(driver, "cuda chip " + spec.path), launcher_(driver, module_, &lt_),
+          mailbox_(mailbox_fd, spec.generation),
           buffers_(driver, spec.path, static_cast<int>(device),
                    [control](const BufferDescriptor& d) { return request_fds(control, d); }),
           modules_(driver, spec.path, static_cast<int>(device)) {}
@@ -206,10 +208,12 @@ private:
     WorkerSpec spec_;
     int control_;
     const cuda::Driver& driver_;
-    // Destroyed in reverse order: buffers (unregister, unmap), mailbox, launcher, module, stream, context.
+    // Destroyed in reverse order: buffers (unregister, unmap), mailbox, launcher, cuBLASLt (its handle and
+    // workspace), module, stream, context.
     cuda::PrimaryContext context_;
     cuda::Stream stream_;
     cuda::Module module_;
+    LtMatmul lt_;
     Launcher launcher_;
     ipc::MailboxChild mailbox_;
     ChipBuffers buffers_;
