@@ -254,6 +254,7 @@ void add_submit(CLI::App& app, Invocation& inv, Action& action) {
     cmd->add_option("--block", opts->args.block, "module kernels: block shape X[,Y[,Z]]")->type_name("X[,Y,Z]");
     cmd->add_option("--shared", opts->args.shared, "module kernels: dynamic shared memory per block, bytes")
         ->type_name("N");
+    cmd->add_flag("--tf32", opts->args.tf32, "float32 matmul: allow TF32 tensor cores (10-bit operands)");
     cmd->add_flag("--wait", opts->args.wait, "reply when the task has finished");
     cmd->callback([&inv, &action, opts, cmd, tensor_options] {
         opts->args.tensors = tensors_in_order(*cmd, tensor_options);

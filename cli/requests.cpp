@@ -142,7 +142,7 @@ json submit_request(const SubmitArgs& args) {
         task["args"] = args_in_param_order(args.params, tensors, scalars);
         task["params"] = args.params;
     }
-    if (!args.grid.empty() || !args.block.empty() || !args.shared.empty()) {
+    if (!args.grid.empty() || !args.block.empty() || !args.shared.empty() || args.tf32) {
         json launch = json::object();
         if (!args.grid.empty()) {
             launch["grid"] = launch_dims(args.grid, "--grid");
@@ -152,6 +152,9 @@ json submit_request(const SubmitArgs& args) {
         }
         if (!args.shared.empty()) {
             launch["shared_bytes"] = parse_byte_size(args.shared, "--shared");
+        }
+        if (args.tf32) {
+            launch["tf32"] = true;
         }
         task["launch"] = std::move(launch);
     }

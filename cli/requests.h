@@ -40,11 +40,13 @@ struct SubmitArgs {
     std::string grid;
     std::string block;
     std::string shared;
+    // Built-ins: "launch": {"tf32": true}, TF32 allowed for a float32 matmul (docs/kernels.md).
+    bool tf32 = false;
 };
 
 // {"op": "submit", "task": {"kernel", "on", "args": [tensors..., scalars...]}, "wait"}. With --param the args
 // follow the parameters instead (the i-th "tensor" parameter takes the i-th tensor option, any other kind the
-// next --scalar) and the task carries "params"; with --grid/--block/--shared it carries "launch".
+// next --scalar) and the task carries "params"; with --grid/--block/--shared or --tf32 it carries "launch".
 nlohmann::json submit_request(const SubmitArgs& args);
 
 // The graph of GRAPH.json: a JSON object with a "tasks" array. Throws usage_error naming the file when

@@ -1,6 +1,7 @@
 #include "daemon/json_codec.h"
 
 #include "daemon/json_numbers.h"
+#include "protocol/builtin_launch.h"
 #include "protocol/module_launch.h"
 
 #include <limits>
@@ -128,17 +129,29 @@ ScalarArg parse_scalar(const json& s, const std::string& where) {
     bad(where + ": unknown scalar kind \"" + kind + "\"");
 }
 
-// {"grid": [x, y, z], "block": [x, y, z], "shared_bytes": n}; y and z default to 1, shared_bytes to 0. A module
-// kernel must give grid and block; its values are checked by validate_module_launch once the arguments are known.
+// {"grid": [x, y, z], "block": [x, y, z], "shared_bytes": n, "tf32": b}; y and z default to 1, shared_bytes to 0,
+// tf32 to false. A module kernel must give grid and block; its values are checked by validate_module_launch once
+// the arguments are known. tf32 is a built-in's launch flag (protocol/builtin_launch.h), which check_builtin
+// checks against the kernel and its dtype at submit.
 LaunchConfig parse_launch(const json& l, const std::string& where, bool module) {
     LaunchConfig launch{{1, 1, 1}, {1, 1, 1}, 0, 0};
     if (!l.is_object()) {
         bad(where + ": expected an object");
     }
     for (const auto& [key, value] : l.items()) {
-        if (key != "grid" && key != "block" && key != "shared_bytes") {
+        if (key != "grid" && key != "block" && key != "shared_bytes" && key != "tf32") {
             bad(where + ": unknown key \"" + key + "\"");
         }
+    }
+    if (l.contains("tf32")) {
+        if (module) {
+            bad(where + ".tf32: only built-in kernels take tf32 (a module kernel chooses its own arithmetic)");
+        }
+        if (!l["tf32"].is_boolean()) {
+            bad(where + ".tf32: expected true or false, got " +
+                l["tf32"].dump(-1, ' ', false, json::error_handler_t::replace));
+        }
+        set_builtin_launch_flags(launch, l["tf32"].get<bool>() ? BUILTIN_LAUNCH_TF32 : 0);
     }
     for (const char* key : {"grid", "block"}) {
         if (!l.contains(key)) {

@@ -1,5 +1,6 @@
 #include "daemon/supervisor.h"
 #include "ipc/futex.h"
+#include "protocol/builtin_launch.h"
 #include "protocol/module_launch.h"
 #include "worker/kernels/builtin.h"
 #include "worker/worker_loop.h"
@@ -127,7 +128,8 @@ void Supervisor::check_request(const Route& route, const TaskRequest& request) c
         return;
     }
     try {
-        const kernels::KernelCall call{request.kernel, bound, request.args.scalars, nullptr};
+        const kernels::KernelCall call{request.kernel, bound, request.args.scalars, nullptr,
+                                       builtin_launch_flags(request.launch)};
         kernels::check_builtin(worker_kind(route.worker_kind), call, options_.fault_kernels);
     } catch (const kernels::KernelError& e) {
         throw RequestError(e.code(), e.what());

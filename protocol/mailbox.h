@@ -55,12 +55,13 @@ static_assert(sizeof(FrameTrailer) == 24);
 // Grid and block shape for device kernels; ignored by CPU workers and by the built-in kernels, which size
 // their own launches. A module kernel (kernel name NAME:function, protocol/module_launch.h) runs with exactly
 // this shape, and `scalar_slots` gives the order of its parameters: bit i set means parameter i is the next
-// scalar of the TaskArgs blob, clear means the next tensor. Bits at and past tensors + scalars are zero.
+// scalar of the TaskArgs blob, clear means the next tensor. Bits at and past tensors + scalars are zero. For a
+// built-in kernel the same word holds its launch flags (protocol/builtin_launch.h), 0 when none is set.
 struct LaunchConfig {
     std::uint32_t grid[3];
     std::uint32_t block[3];
     std::uint32_t shared_bytes; // dynamic shared memory per block, bytes
-    std::uint32_t scalar_slots; // module kernels: bit i set = parameter i is a scalar; 0 for built-ins
+    std::uint32_t scalar_slots; // module kernels: bit i set = parameter i is a scalar; built-ins: launch flags
 };
 static_assert(sizeof(LaunchConfig) == 32);
 static_assert(std::is_trivially_copyable_v<LaunchConfig> && std::is_standard_layout_v<LaunchConfig>);

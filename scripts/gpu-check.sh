@@ -110,6 +110,19 @@ else
 fi
 say "CUDA Toolkit: $("$cuda_home/bin/nvcc" --version 2>/dev/null | grep release || echo "none at $cuda_home")"
 say "libcuda: $(ldconfig -p 2>/dev/null | grep -m1 'libcuda.so.1' || echo 'not in the loader cache')"
+# cuBLASLt (matmul on cuda chips, loaded with dlopen): the loader's copy, else the toolkit's or the one a Python
+# wheel ships, named to the chips through CANOPY_CUBLASLT. Without one, matmul runs on canopy's own kernel.
+if [ -z "${CANOPY_CUBLASLT:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libcublasLt.so.1[23] '; then
+  for candidate in "$cuda_home"/lib64/libcublasLt.so.13 "$cuda_home"/lib64/libcublasLt.so.12 \
+    $(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' \
+      2>/dev/null | sed 's|$|/libcublasLt.so.13|'); do
+    if [ -e "$candidate" ]; then
+      export CANOPY_CUBLASLT=$candidate
+      break
+    fi
+  done
+fi
+say "cuBLASLt: ${CANOPY_CUBLASLT:-$(ldconfig -p 2>/dev/null | grep -m1 'libcublasLt.so.1[23] ' || echo 'none found')}"
 say "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-<unset>}  /dev/shm: $(df -h /dev/shm | awk 'NR==2 {print $4 " free"}')"
 
 if [ "$mode" = prebuilt ]; then

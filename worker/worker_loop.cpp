@@ -3,6 +3,7 @@
 #include "ipc/child_message.h"
 #include "ipc/fd_passing.h"
 #include "ipc/sys_error.h"
+#include "protocol/builtin_launch.h"
 #include "protocol/module_launch.h"
 #include "protocol/task_args.h"
 #include "worker/import_registry.h"
@@ -49,8 +50,8 @@ private:
 
     std::optional<TaskOutcome> refuse(std::string_view kernel) override { return refuse_module(spec_, kernel); }
 
-    void execute(std::string_view kernel, const LaunchConfig& /*launch*/) override {
-        const kernels::KernelCall call{kernel, bound_, args_.scalars, peer_table()};
+    void execute(std::string_view kernel, const LaunchConfig& launch) override {
+        const kernels::KernelCall call{kernel, bound_, args_.scalars, peer_table(), builtin_launch_flags(launch)};
         kernels::run_builtin(spec_.kind, call, spec_.fault_kernels);
     }
 

@@ -51,7 +51,7 @@ for w in json.load(sys.stdin)["workers"]:
         words_here="--bytes --backend --on --world --access --from --to --offset $globals" ;;
     module) [[ -z $sub ]] && words_here="load list" || words_here="--format $globals" ;;
     worker) [[ -z $sub ]] && words_here="restart" ;;
-    submit) words_here="--on --in --out --inout --scalar --param --grid --block --shared --wait $globals" ;;
+    submit) words_here="--on --in --out --inout --scalar --param --grid --block --shared --tf32 --wait $globals" ;;
     run)
         words_here="--wait $globals"
         [[ $cur != -* ]] && { _filedir json; return; }

@@ -179,6 +179,15 @@ TEST_CASE("submit sends the task with tensors in command-line order, then scalar
                  {{"scalar", {{"int64", -3}}}}}}}}});
 }
 
+TEST_CASE("submit --tf32 sends the built-in's launch option, and nothing without it", "[cli]") {
+    const json task = only_request({"submit", "matmul", "--on", "chip0", "--in", "A:float32:4x4", "--in",
+                                    "B:float32:4x4", "--out", "C:float32:4x4", "--tf32"})["task"];
+    CHECK(task["launch"] == json{{"tf32", true}});
+    const json plain = only_request({"submit", "matmul", "--on", "chip0", "--in", "A:float32:4x4", "--in",
+                                     "B:float32:4x4", "--out", "C:float32:4x4"})["task"];
+    CHECK_FALSE(plain.contains("launch"));
+}
+
 TEST_CASE("submit keeps the order of repeated options interleaved with others", "[cli]") {
     const json request = only_request({"submit", "k", "--out", "A:int8:1", "--in", "B:int8:1", "--out", "C:int8:1",
                                        "--inout", "D:int8:1", "--in", "E:int8:1", "--on", "sub0"});

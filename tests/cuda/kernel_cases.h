@@ -277,8 +277,8 @@ inline const std::vector<DataType>& all_dtypes() {
     return dtypes;
 }
 
-// The element-wise and reduce_sum cases for one dtype: contiguous, strided (gaps, offsets, reshapes, 8
-// dimensions, dimensions of size 1, mergeable dimensions), and every scalar kind.
+// The element-wise cases for one dtype: contiguous, strided (gaps, offsets, reshapes, 8 dimensions, dimensions of
+// size 1, mergeable dimensions), and every scalar kind.
 inline std::vector<KernelCase> elementwise_cases(DataType dtype) {
     const ViewSpec contiguous{{4099}, {}, 0};
     const ViewSpec strided3{{5, 6, 7}, padded({5, 6, 7}, 3), 7};
@@ -289,8 +289,6 @@ inline std::vector<KernelCase> elementwise_cases(DataType dtype) {
     const ViewSpec ones{{1, 300, 1}, {1000, 3, 7}, 2};
     const ViewSpec mergeable{{4, 8, 16}, {256, 16, 1}, 5};
     const ViewSpec mergeable_flat{{512}, {2}, 1};
-    const ViewSpec y_scalar{{1}, {}, 3};
-    const ViewSpec y_2d{{1, 1}, {5, 1}, 2};
     using S = ScalarArg;
     const auto out = TensorTag::OUTPUT;
     const auto in = TensorTag::INPUT;
@@ -325,20 +323,42 @@ inline std::vector<KernelCase> elementwise_cases(DataType dtype) {
          Values::FINITE,
          "strided, reshaped"},
         {"axpy", dtype, {{mergeable, in}, {mergeable_flat, inout}}, {S::i64(7)}, Values::GENERAL, "mergeable"},
-        {"reduce_sum",
-         dtype,
-         {{ViewSpec{{100003}, {}, 0}, in}, {y_scalar, out}},
-         {},
-         Values::FINITE,
-         "contiguous 100003"},
-        {"reduce_sum",
-         dtype,
-         {{ViewSpec{{317, 331}, {700, 2}, 9}, in}, {y_2d, inout}},
-         {},
-         Values::FINITE,
-         "strided 2-D"},
-        {"reduce_sum", dtype, {{contiguous, in}, {y_scalar, out}}, {}, Values::GENERAL, "with specials"},
     };
+}
+
+// reduce_sum cases for one dtype: contiguous at every alignment of its start (the 16-byte loads' head and
+// tail), strided, 8-D, one element, long views, and specials.
+inline std::vector<KernelCase> reduce_cases(DataType dtype) {
+    const std::vector<std::uint32_t> shape8{2, 2, 2, 2, 2, 2, 2, 3};
+    const ViewSpec y_scalar{{1}, {}, 3};
+    const ViewSpec y_2d{{1, 1}, {5, 1}, 2};
+    const auto in = TensorTag::INPUT;
+    const auto out = TensorTag::OUTPUT;
+    // float16's finite values reach 65504: their long sums would overflow to infinity on both sides.
+    const Values finite = dtype == DataType::FLOAT16 ? Values::SMALL : Values::FINITE;
+    std::vector<KernelCase> cases{
+        {"reduce_sum", dtype, {{ViewSpec{{100003}, {}, 0}, in}, {y_scalar, out}}, {}, finite, "contiguous 100003"},
+        {"reduce_sum",
+         dtype,
+         {{ViewSpec{{317, 331}, {700, 2}, 9}, in}, {y_2d, TensorTag::INOUT}},
+         {},
+         finite,
+         "strided 2-D"},
+        {"reduce_sum", dtype, {{ViewSpec{shape8, padded(shape8), 1}, in}, {y_scalar, out}}, {}, finite, "8-D"},
+        {"reduce_sum", dtype, {{ViewSpec{{1}, {}, 5}, in}, {y_scalar, out}}, {}, finite, "one element"},
+        {"reduce_sum", dtype, {{ViewSpec{{13}, {}, 1}, in}, {y_scalar, out}}, {}, finite, "13 elements, unaligned"},
+        {"reduce_sum", dtype, {{ViewSpec{{4099}, {}, 0}, in}, {y_scalar, out}}, {}, Values::GENERAL, "with specials"},
+        {"reduce_sum", dtype, {{ViewSpec{{(1u << 21) + 17}, {}, 0}, in}, {y_scalar, out}}, {}, finite, "2^21 + 17"},
+    };
+    for (std::uint64_t offset = 1; offset < 16 / element_size(dtype); ++offset) {
+        cases.push_back({"reduce_sum",
+                         dtype,
+                         {{ViewSpec{{100003}, {}, offset}, in}, {y_scalar, out}},
+                         {},
+                         finite,
+                         "contiguous 100003 at element offset " + std::to_string(offset)});
+    }
+    return cases;
 }
 
 // matmul cases for a float dtype: small, strided (a column-strided A, a transposed B, a padded C), and

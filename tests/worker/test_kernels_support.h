@@ -97,7 +97,12 @@ public:
         return *this;
     }
 
-    KernelCall call() const { return KernelCall{name_, bound_, scalars_, has_peers_ ? &table_ : nullptr}; }
+    CallBuilder& launch_flags(std::uint32_t flags) {
+        flags_ = flags;
+        return *this;
+    }
+
+    KernelCall call() const { return KernelCall{name_, bound_, scalars_, has_peers_ ? &table_ : nullptr, flags_}; }
 
 private:
     std::string name_;
@@ -107,6 +112,7 @@ private:
     std::vector<std::byte*> bases_;
     PeerTable table_{};
     bool has_peers_ = false;
+    std::uint32_t flags_ = 0;
 };
 
 inline void run(WorkerKind kind, const CallBuilder& b, bool faults = false) {

@@ -5,10 +5,12 @@
 #include "cuda/stream.h"
 #include "ipc/child_message.h"
 #include "ipc/mailbox_child.h"
+#include "protocol/builtin_launch.h"
 #include "protocol/task_args.h"
 #include "worker/cuda/chip_buffers.h"
 #include "worker/cuda/fatbin.h"
 #include "worker/cuda/launcher.h"
+#include "worker/cuda/lt_matmul.h"
 #include "worker/cuda/user_modules.h"
 
 #include <cstdio>
@@ -34,7 +36,8 @@ public:
     // Throws CudaError when the context, stream or module cannot be set up.
     CudaChip(const WorkerSpec& spec, const cuda::Driver& driver, std::uint32_t device, int mailbox_fd, int control)
         : spec_(spec), control_(control), driver_(driver), context_(driver, static_cast<int>(device)), stream_(driver),
-          module_(driver, kernel_image()), launcher_(driver, module_), mailbox_(mailbox_fd, spec.generation),
+          module_(driver, kernel_image()), lt_(driver, "cuda chip " + spec.path), launcher_(driver, module_, &lt_),
+          mailbox_(mailbox_fd, spec.generation),
           buffers_(driver, spec.path, static_cast<int>(device),
                    [control](const BufferDescriptor& d) { return request_fds(control, d); }),
           modules_(driver, spec.path, static_cast<int>(device)) {}
@@ -97,9 +100,9 @@ private:
             run_illegal_address();
             return;
         }
-        const kernels::KernelCall call{kernel, bound_, args_.scalars, nullptr};
+        const kernels::KernelCall call{kernel, bound_, args_.scalars, nullptr, builtin_launch_flags(launch)};
         if (is_peer_kernel(kernel)) {
-            execute_peer(kernel);
+            execute_peer(kernel, call.launch_flags);
             return;
         }
         if (runs_on_host(kernel)) {
@@ -139,14 +142,15 @@ private:
 
     // peer_read and allgather: checked on the host against the peer table, then checked again on the device
     // before every peer access.
-    void execute_peer(std::string_view kernel) {
+    void execute_peer(std::string_view kernel, std::uint32_t launch_flags) {
         const CanonicalIdentity& id =
             args_.tensors.empty() ? CanonicalIdentity{} : args_.tensors[0].tensor.buffer.identity;
         const PeerBases* bases = args_.tensors.empty() ? nullptr : buffers_.peer_bases(id);
         if (bases != nullptr) {
             table_ = kernels::PeerTable{bases->bases, bases->rank};
         }
-        const kernels::KernelCall call{kernel, bound_, args_.scalars, bases != nullptr ? &table_ : nullptr};
+        const kernels::KernelCall call{kernel, bound_, args_.scalars, bases != nullptr ? &table_ : nullptr,
+                                       launch_flags};
         kernels::check_builtin(spec_.kind, call, spec_.fault_kernels);
         if (bases == nullptr) {
             throw kernels::KernelError(ErrorCode::BAD_REQUEST,
@@ -204,10 +208,12 @@ private:
     WorkerSpec spec_;
     int control_;
     const cuda::Driver& driver_;
-    // Destroyed in reverse order: buffers (unregister, unmap), mailbox, launcher, module, stream, context.
+    // Destroyed in reverse order: buffers (unregister, unmap), mailbox, launcher, cuBLASLt (its handle and
+    // workspace), module, stream, context.
     cuda::PrimaryContext context_;
     cuda::Stream stream_;
     cuda::Module module_;
+    LtMatmul lt_;
     Launcher launcher_;
     ipc::MailboxChild mailbox_;
     ChipBuffers buffers_;

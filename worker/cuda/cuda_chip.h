@@ -11,10 +11,10 @@
 // every tensor materialized before anything runs, @release and @noop). Buffers are POSIX_SHM host buffers made
 // visible to the GPU by HostBuffers; other backends fail UNREACHABLE_BUFFER. Each call is checked with
 // kernels::check_builtin(WorkerKind::CHIP, ...) first, so it fails with the same codes and messages as on a sim
-// chip, then fill, iota, copy, scale, axpy, reduce_sum and matmul run on the GPU (Launcher) on the chip's
-// stream, which the task waits for; sleep_ms, abort and segfault run on the CPU as on a sim chip; peer_read and
-// allgather need symmetric buffers, which are not served yet. With fault kernels enabled, illegal_address
-// stores through a bad device address.
+// chip, then fill, iota, copy, scale, axpy, reduce_sum and matmul run on the GPU (Launcher; matmul through
+// cuBLASLt where it can, LtMatmul) on the chip's stream, which the task waits for; sleep_ms, abort and segfault run on
+// the CPU as on a sim chip; peer_read and allgather need symmetric buffers, which are not served yet. With fault
+// kernels enabled, illegal_address stores through a bad device address.
 //
 // CUDA failures: a failed driver call fails the task with KERNEL_FAILED, "KERNEL: CALL: CUDA_ERROR_NAME
 // (description)". After a sticky error (cuda::is_sticky, or any error the context then keeps returning) the

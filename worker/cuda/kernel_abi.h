@@ -5,9 +5,9 @@
 // compilers lay them out alike; the sizes are pinned below.
 //
 // Kernel names: "canopy_KERNEL_DTYPE" with DTYPE as protocol's to_string(DataType) ("canopy_axpy_bfloat16"),
-// for fill, iota, copy, scale, axpy, reduce_sum (float dtypes), reduce_partial and reduce_finish (integer
-// dtypes), matmul (float dtypes); "canopy_peer_read_bN" and "canopy_allgather_bN" for element sizes N = 1, 2,
-// 4, 8; plus "canopy_illegal_address".
+// for fill, iota, copy, scale, axpy, reduce_partial, reduce_dense and reduce_finish (every dtype), matmul
+// (float dtypes); "canopy_peer_read_bN" and "canopy_allgather_bN" for element sizes N = 1, 2, 4, 8; plus
+// "canopy_illegal_address".
 //
 // Thread safety: plain values.
 
@@ -39,13 +39,14 @@ struct ElementwiseParams {
 };
 static_assert(sizeof(ElementwiseParams) == 312);
 
-// reduce_sum. Float dtypes: one block sums x in order into *y. Integer dtypes: reduce_partial writes one
-// wrapping 64-bit sum per block to partials[blockIdx.x], then reduce_finish (one block) adds the
-// partial_count partials and stores the low bits into *y.
+// reduce_sum (reduce.cuh): reduce_partial (any view) or reduce_dense (a contiguous view) writes one sum per block
+// to partials[blockIdx.x] in the accumulator of the dtype (double for floats, wrapping uint64 for integers), on
+// a grid of partial_count blocks of REDUCE_BLOCK threads; then reduce_finish (one block) adds the partial_count
+// partials and stores the sum, converted to the dtype, into *y.
 struct ReduceParams {
     DeviceView x;
     std::uint64_t y;        // device address of the output element
-    std::uint64_t partials; // device address of partial_count uint64 slots
+    std::uint64_t partials; // device address of partial_count 8-byte slots (double or uint64)
     std::uint32_t partial_count;
     std::uint32_t reserved;
 };
@@ -92,8 +93,13 @@ static_assert(sizeof(FaultParams) == 8);
 // Launch geometry the host and the kernels agree on.
 inline constexpr unsigned ELEMENTWISE_BLOCK = 256;
 inline constexpr unsigned REDUCE_BLOCK = 256;
-inline constexpr unsigned REDUCE_TILE = 2048; // elements staged in shared memory per step of the ordered sum
-inline constexpr unsigned REDUCE_MAX_PARTIALS = 1024;
-inline constexpr unsigned MATMUL_TILE = 16; // blocks are MATMUL_TILE x MATMUL_TILE threads
+// reduce_sum's first pass runs on at most this many blocks: 4 resident blocks on each of an H200's 132 SMs (the
+// kernels' launch bounds keep 4 resident), so the pass runs in one wave there. Fewer for short views: one block
+// per REDUCE_BLOCK * REDUCE_UNROLL elements (reduce_partial) or 16-byte vectors (reduce_dense).
+inline constexpr unsigned REDUCE_GRID = 4 * 132;
+inline constexpr unsigned REDUCE_MIN_BLOCKS_PER_SM = 4;
+inline constexpr unsigned REDUCE_UNROLL = 8;          // 16-byte loads in flight per thread of reduce_dense
+inline constexpr unsigned REDUCE_MAX_PARTIALS = 1024; // slots of the partials buffer, >= REDUCE_GRID
+inline constexpr unsigned MATMUL_TILE = 16;           // blocks are MATMUL_TILE x MATMUL_TILE threads
 
 } // namespace canopy::worker::cuda_abi

@@ -43,27 +43,25 @@ unsigned blocks_for(std::uint64_t count, std::uint64_t per_block, std::uint64_t 
 }
 
 const char* kernel_name(std::size_t kernel) {
-    static constexpr std::array<const char*, 9> NAMES{"fill",       "iota",           "copy",          "scale", "axpy",
-                                                      "reduce_sum", "reduce_partial", "reduce_finish", "matmul"};
+    static constexpr std::array<const char*, 9> NAMES{
+        "fill", "iota", "copy", "scale", "axpy", "reduce_partial", "reduce_dense", "reduce_finish", "matmul"};
     return NAMES.at(kernel);
 }
 
-// Which dtypes each kernel has an entry point for.
+// Which dtypes each kernel has an entry point for: matmul has float ones only, the rest every dtype.
 bool has_entry(std::size_t kernel, DataType dtype) {
-    const std::string_view name = kernel_name(kernel);
-    if (name == "reduce_sum" || name == "matmul") {
-        return is_float(dtype);
-    }
-    if (name == "reduce_partial" || name == "reduce_finish") {
-        return !is_float(dtype);
-    }
-    return true;
+    return std::string_view(kernel_name(kernel)) != "matmul" || is_float(dtype);
+}
+
+// A view of one dimension whose stride is the element size: its elements are consecutive bytes.
+bool is_dense(const cuda_abi::DeviceView& v) noexcept {
+    return v.count <= 1 || (v.ndims == 1 && v.strides[0] == v.element_size);
 }
 
 } // namespace
 
-Launcher::Launcher(const cuda::Driver& driver, const cuda::Module& module)
-    : driver_(&driver), partials_(driver, cuda_abi::REDUCE_MAX_PARTIALS * sizeof(std::uint64_t)),
+Launcher::Launcher(const cuda::Driver& driver, const cuda::Module& module, LtMatmul* lt)
+    : driver_(&driver), lt_(lt), partials_(driver, cuda_abi::REDUCE_MAX_PARTIALS * sizeof(std::uint64_t)),
       pe_error_(driver, sizeof(std::uint32_t)) {
     for (std::size_t k = 0; k < KERNEL_COUNT; ++k) {
         for (DataType dtype : ALL_DTYPES) {
@@ -145,19 +143,23 @@ void Launcher::reduce_sum(const kernels::KernelCall& call, std::span<const std::
     p.x = make_device_view(x, bases[0]);
     // Every index of a one-element view is 0, so its element sits at byte_offset.
     p.y = bases[1] + y.byte_offset;
-    const cuda::Dim3 block{cuda_abi::REDUCE_BLOCK, 1, 1};
-    if (is_float(x.dtype)) {
-        run(function(Kernel::REDUCE_SUM, x.dtype), {1, 1, 1}, block, stream, p);
-        return;
-    }
     p.partials = partials_.get();
-    p.partial_count = blocks_for(p.x.count, cuda_abi::REDUCE_BLOCK, cuda_abi::REDUCE_MAX_PARTIALS);
-    run(function(Kernel::REDUCE_PARTIAL, x.dtype), {p.partial_count, 1, 1}, block, stream, p);
+    // The grid depends on the element count alone, so a task run again adds in the same order.
+    const bool dense = is_dense(p.x);
+    const std::uint64_t units = dense ? p.x.count / (16 / p.x.element_size) : p.x.count;
+    p.partial_count =
+        blocks_for(units, std::uint64_t{cuda_abi::REDUCE_BLOCK} * cuda_abi::REDUCE_UNROLL, cuda_abi::REDUCE_GRID);
+    const cuda::Dim3 block{cuda_abi::REDUCE_BLOCK, 1, 1};
+    run(function(dense ? Kernel::REDUCE_DENSE : Kernel::REDUCE_PARTIAL, x.dtype), {p.partial_count, 1, 1}, block,
+        stream, p);
     run(function(Kernel::REDUCE_FINISH, x.dtype), {1, 1, 1}, block, stream, p);
 }
 
 void Launcher::matmul(const kernels::KernelCall& call, std::span<const std::uint64_t> bases,
                       cuda::CuStream stream) const {
+    if (lt_ != nullptr && lt_->launch(call, bases, stream)) {
+        return;
+    }
     cuda_abi::MatmulParams p{};
     p.a = make_matrix_view(*call.tensors[0].view, bases[0]);
     p.b = make_matrix_view(*call.tensors[1].view, bases[1]);

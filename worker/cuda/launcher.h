@@ -9,12 +9,17 @@
 // allgather through launch_peer(); illegal_address through launch_illegal_address(). The rest of the built-ins touch no
 // buffer memory or are not served here.
 //
-// Ownership: borrows the driver and module, which must outlive it; owns a small device allocation for
-// reduce_sum's partial sums. REQUIRES the module's context to be current on the calling thread.
+// matmul goes to cuBLASLt (LtMatmul) when the Launcher was given one and it takes the call; otherwise, and always
+// for a Launcher without one, canopy's tiled kernel runs it, with the CPU's bits. reduce_sum is a two-pass tree
+// (reduce.cuh), with 16-byte loads for contiguous views.
+//
+// Ownership: borrows the driver, the module and the LtMatmul, which must outlive it; owns a small device
+// allocation for reduce_sum's partial sums. REQUIRES the module's context to be current on the calling thread.
 // Thread safety: one caller at a time (the scratch allocation is shared by launches).
 
 #include "cuda/memory.h"
 #include "cuda/module.h"
+#include "worker/cuda/lt_matmul.h"
 #include "worker/kernels/builtin.h"
 
 #include <array>
@@ -26,14 +31,15 @@ namespace canopy::worker {
 
 class Launcher {
 public:
-    Launcher(const cuda::Driver& driver, const cuda::Module& module);
+    // `lt` may be null: matmul then always runs on the tiled kernel.
+    Launcher(const cuda::Driver& driver, const cuda::Module& module, LtMatmul* lt = nullptr);
 
     // Whether the built-in `kernel` runs as a CUDA kernel here.
     static bool runs_on_device(std::string_view kernel) noexcept;
 
     // Queues the kernel(s) of `call` on `stream`; returns without waiting. REQUIRES: runs_on_device(call.name),
-    // the call passed check_builtin for a chip, and device_bases[i] is the device address of byte 0 of
-    // call.tensors[i]'s buffer, which covers the buffer's nbytes. Throws CudaError.
+    // the call passed check_builtin for a chip (its launch flags included), and device_bases[i] is the device
+    // address of byte 0 of call.tensors[i]'s buffer, which covers the buffer's nbytes. Throws CudaError.
     void launch(const kernels::KernelCall& call, std::span<const std::uint64_t> device_bases,
                 cuda::CuStream stream) const;
 
@@ -61,8 +67,8 @@ private:
         COPY,
         SCALE,
         AXPY,
-        REDUCE_SUM,
         REDUCE_PARTIAL,
+        REDUCE_DENSE,
         REDUCE_FINISH,
         MATMUL
     };
@@ -78,6 +84,7 @@ private:
     void run(cuda::CuFunction function, cuda::Dim3 grid, cuda::Dim3 block, cuda::CuStream stream, Params params) const;
 
     const cuda::Driver* driver_;
+    LtMatmul* lt_;
     std::array<std::array<cuda::CuFunction, DTYPE_SLOTS>, KERNEL_COUNT> functions_{};
     std::array<cuda::CuFunction, 4> peer_read_{}; // by log2 of the element size
     std::array<cuda::CuFunction, 4> allgather_{};

@@ -1,5 +1,6 @@
 #pragma once
-// matmul: C[M,N] = A[M,K] · B[K,N] over 2-D views with arbitrary strides, tiled over m and n.
+// matmul: C[M,N] = A[M,K] · B[K,N] over 2-D views with arbitrary strides, tiled over m and n. A cuda chip runs it
+// where cuBLASLt does not (views that fit no cuBLASLt layout, a chip without cuBLASLt: lt_matmul.h).
 //
 // Each thread owns one C element. Per step, a block stages a MATMUL_TILE x MATMUL_TILE tile of A and of B in
 // shared memory, widened to the accumulation type, then every thread adds its products for that tile's k in

@@ -1,83 +1,142 @@
 #pragma once
-// reduce_sum.
+// reduce_sum as a two-pass tree: reduce_partial (or reduce_dense) leaves one sum per block in `partials`,
+// reduce_finish (one block) adds the partials and stores the result. Both accumulate in the CPU's accumulator
+// (device_ops.cuh Acc): double for float dtypes (each element widened exactly), wrapping uint64 for integers.
 //
-// Float dtypes: the sum is sequential by contract (acc = acc + (double)x_i for i ascending, from +0), and
-// floating-point addition does not reassociate, so one block computes it: its threads stage REDUCE_TILE
-// elements at a time in shared memory (converted to double, which is exact), then thread 0 adds them in
-// order. The cost is one dependent double addition per element, a few nanoseconds each: about 0.2-0.5 s per
-// 10^8 elements, whatever the GPU. The result is bit-identical to the CPU's.
+// Which element each thread adds, and in what order partial sums meet, depends only on the element count, the
+// view's origin modulo 16 and the launch geometry the host derives from them (kernel_abi.h): there are no
+// atomics, so a task run twice gives the same bits. Integer sums are exact whatever the order (wrapping 64-bit
+// addition is associative and commutative), so they equal the CPU's bit for bit. Float sums associate
+// differently from the CPU's sequential sum; docs/kernels.md bounds the difference.
 //
-// Integer dtypes: the wrapping 64-bit sum is associative and commutative, so any order gives the same bits.
-// reduce_partial sums a grid-stride share per thread, a tree per block, one partial per block; reduce_finish
-// (one block) adds the partials and stores the low bits.
+//   reduce_partial  any view: thread t of T adds elements t, t + T, t + 2T, ... (element_address)
+//   reduce_dense    a contiguous view: the elements before the first 16-byte boundary (head) go to threads
+//                   0.., then thread t adds 16-byte vectors t, t + T, ... REDUCE_UNROLL loads at a time, then the
+//                   elements after the last whole vector (tail) go to threads 0..
+// Each block then adds its threads' sums over a fixed tree (warp shuffles, then the block's warps).
 
 #include "worker/cuda/device_ops.cuh"
 
 namespace canopy::worker::cuda_kernels {
 
+inline constexpr unsigned WARP = 32;
+inline constexpr unsigned REDUCE_WARPS = cuda_abi::REDUCE_BLOCK / WARP;
+static_assert(cuda_abi::REDUCE_BLOCK % WARP == 0 && REDUCE_WARPS <= WARP);
+
+// The sum of `value` over the block, valid in thread 0. REQUIRES blockDim.x == REDUCE_BLOCK; every thread calls it.
 template <class Ops>
-__device__ void reduce_ordered_body(const cuda_abi::ReduceParams& p) {
-    using V = typename Ops::V;
-    __shared__ double tile[cuda_abi::REDUCE_TILE];
-    double acc = 0.0;
-    for (std::uint64_t start = 0; start < p.x.count; start += cuda_abi::REDUCE_TILE) {
-        const std::uint64_t left = p.x.count - start;
-        const unsigned n = left < cuda_abi::REDUCE_TILE ? static_cast<unsigned>(left) : cuda_abi::REDUCE_TILE;
-        for (unsigned j = threadIdx.x; j < n; j += blockDim.x) {
-            tile[j] = Ops::to_acc(load<V>(element_address(p.x, start + j)));
-        }
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            for (unsigned j = 0; j < n; ++j) {
-                acc = Ops::acc_add(acc, tile[j]);
-            }
-        }
-        __syncthreads();
+__device__ __forceinline__ typename Ops::Acc block_reduce(typename Ops::Acc value) {
+    using Acc = typename Ops::Acc;
+    __shared__ Acc warp_sums[REDUCE_WARPS];
+    for (unsigned offset = WARP / 2; offset > 0; offset /= 2) {
+        value = Ops::acc_add(value, __shfl_down_sync(0xffffffffu, value, offset));
     }
-    if (threadIdx.x == 0) {
-        store<V>(p.y, Ops::from_acc(acc));
+    const unsigned lane = threadIdx.x % WARP;
+    const unsigned warp = threadIdx.x / WARP;
+    if (lane == 0) {
+        warp_sums[warp] = value;
     }
+    __syncthreads();
+    if (warp == 0) {
+        value = lane < REDUCE_WARPS ? warp_sums[lane] : Acc(0);
+        for (unsigned offset = WARP / 2; offset > 0; offset /= 2) {
+            value = Ops::acc_add(value, __shfl_down_sync(0xffffffffu, value, offset));
+        }
+    }
+    return value;
 }
 
-// Sums `value` over the block; the result is valid in thread 0. REQUIRES blockDim.x == REDUCE_BLOCK.
-__device__ __forceinline__ std::uint64_t block_sum(std::uint64_t value) {
-    __shared__ std::uint64_t sums[cuda_abi::REDUCE_BLOCK];
-    sums[threadIdx.x] = value;
-    __syncthreads();
-    for (unsigned half = cuda_abi::REDUCE_BLOCK / 2; half > 0; half /= 2) {
-        if (threadIdx.x < half) {
-            sums[threadIdx.x] += sums[threadIdx.x + half];
-        }
-        __syncthreads();
+template <class Ops>
+__device__ __forceinline__ void store_partial(const cuda_abi::ReduceParams& p, typename Ops::Acc sum) {
+    if (threadIdx.x == 0) {
+        store<typename Ops::Acc>(p.partials + 8 * static_cast<std::uint64_t>(blockIdx.x), sum);
     }
-    return sums[0];
 }
 
 template <class Ops>
 __device__ void reduce_partial_body(const cuda_abi::ReduceParams& p) {
     using V = typename Ops::V;
-    std::uint64_t acc = 0;
-    const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+    typename Ops::Acc acc(0);
+    const std::uint64_t threads = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
     for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < p.x.count;
-         i += stride) {
+         i += threads) {
         acc = Ops::acc_add(acc, Ops::to_acc(load<V>(element_address(p.x, i))));
     }
-    const std::uint64_t sum = block_sum(acc);
-    if (threadIdx.x == 0) {
-        store<std::uint64_t>(p.partials + 8 * static_cast<std::uint64_t>(blockIdx.x), sum);
+    store_partial<Ops>(p, block_reduce<Ops>(acc));
+}
+
+// Adds the elements of one 16-byte vector in address order.
+template <class Ops>
+__device__ __forceinline__ typename Ops::Acc add_vector(typename Ops::Acc acc, const uint4& raw) {
+    using V = typename Ops::V;
+    constexpr unsigned PER = 16 / sizeof(V);
+    V e[PER];
+    memcpy(e, &raw, 16);
+#pragma unroll
+    for (unsigned q = 0; q < PER; ++q) {
+        acc = Ops::acc_add(acc, Ops::to_acc(e[q]));
     }
+    return acc;
+}
+
+// REQUIRES: address is a multiple of 16.
+__device__ __forceinline__ uint4 load_vector(std::uint64_t address) {
+    return *reinterpret_cast<const uint4*>(address);
+}
+
+// REQUIRES: p.x is one dimension of stride element_size (a contiguous view) and its origin is a multiple of the
+// element size.
+template <class Ops>
+__device__ void reduce_dense_body(const cuda_abi::ReduceParams& p) {
+    using V = typename Ops::V;
+    constexpr std::uint64_t SIZE = sizeof(V);
+    constexpr std::uint64_t PER = 16 / SIZE;
+    const std::uint64_t origin = p.x.origin;
+    const std::uint64_t count = p.x.count;
+    const std::uint64_t lead = ((16 - origin % 16) % 16) / SIZE;
+    const std::uint64_t head = lead < count ? lead : count;
+    const std::uint64_t vectors = (count - head) / PER;
+    const std::uint64_t tail = head + vectors * PER;
+    const std::uint64_t body = origin + head * SIZE;
+    const std::uint64_t threads = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+    const std::uint64_t t = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    typename Ops::Acc acc(0);
+    if (t < head) {
+        acc = Ops::acc_add(acc, Ops::to_acc(load<V>(origin + t * SIZE)));
+    }
+    constexpr unsigned UNROLL = cuda_abi::REDUCE_UNROLL;
+    std::uint64_t j = t;
+    // UNROLL loads in flight per thread, then their elements added in address order of each vector.
+    for (; j + (UNROLL - 1) * threads < vectors; j += UNROLL * threads) {
+        uint4 r[UNROLL];
+#pragma unroll
+        for (unsigned u = 0; u < UNROLL; ++u) {
+            r[u] = load_vector(body + 16 * (j + u * threads));
+        }
+#pragma unroll
+        for (unsigned u = 0; u < UNROLL; ++u) {
+            acc = add_vector<Ops>(acc, r[u]);
+        }
+    }
+    for (; j < vectors; j += threads) {
+        acc = add_vector<Ops>(acc, load_vector(body + 16 * j));
+    }
+    if (t < count - tail) {
+        acc = Ops::acc_add(acc, Ops::to_acc(load<V>(origin + (tail + t) * SIZE)));
+    }
+    store_partial<Ops>(p, block_reduce<Ops>(acc));
 }
 
 template <class Ops>
 __device__ void reduce_finish_body(const cuda_abi::ReduceParams& p) {
-    using V = typename Ops::V;
-    std::uint64_t acc = 0;
+    using Acc = typename Ops::Acc;
+    Acc acc(0);
     for (unsigned j = threadIdx.x; j < p.partial_count; j += blockDim.x) {
-        acc += load<std::uint64_t>(p.partials + 8 * static_cast<std::uint64_t>(j));
+        acc = Ops::acc_add(acc, load<Acc>(p.partials + 8 * static_cast<std::uint64_t>(j)));
     }
-    const std::uint64_t sum = block_sum(acc);
+    const Acc sum = block_reduce<Ops>(acc);
     if (threadIdx.x == 0) {
-        store<V>(p.y, Ops::from_acc(sum));
+        store<typename Ops::V>(p.y, Ops::from_acc(sum));
     }
 }
 

@@ -1,10 +1,12 @@
 // The table of built-in kernels, and check_builtin / run_builtin / builtin_names over it.
 #include "worker/kernels/builtin.h"
 
+#include "protocol/builtin_launch.h"
 #include "worker/kernels/detail/kernels.h"
 #include "worker/kernels/detail/signature.h"
 
 #include <array>
+#include <cstdio>
 #include <string>
 
 namespace canopy::kernels {
@@ -90,9 +92,24 @@ const KernelDef& find_offered(WorkerKind kind, const KernelCall& call, bool faul
                                                      " workers offer " + joined_names(kind, fault_kernels_enabled));
 }
 
+// Undefined bits, and tf32 on a kernel other than matmul (matmul checks its own dtype).
+void check_launch_flags(const KernelCall& call) {
+    const std::uint32_t unknown = call.launch_flags & ~BUILTIN_LAUNCH_FLAGS;
+    if (unknown != 0) {
+        char hex[16];
+        std::snprintf(hex, sizeof hex, "0x%x", unknown);
+        fail(ErrorCode::BAD_REQUEST, call,
+             std::string("launch flags ") + hex + " are not defined (bit 0 is tf32, the only launch flag)");
+    }
+    if ((call.launch_flags & BUILTIN_LAUNCH_TF32) != 0 && call.name != "matmul") {
+        fail(ErrorCode::BAD_REQUEST, call, "launch.tf32 applies to matmul only");
+    }
+}
+
 const KernelDef& checked(WorkerKind kind, const KernelCall& call, bool fault_kernels_enabled) {
     const KernelDef& def = find_offered(kind, call, fault_kernels_enabled);
     detail::check_params(def, call);
+    check_launch_flags(call);
     if (def.check != nullptr) {
         def.check(call);
     }

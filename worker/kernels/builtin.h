@@ -47,6 +47,9 @@ struct KernelCall {
     std::span<const BoundTensor> tensors;
     std::span<const ScalarArg> scalars;
     const PeerTable* peers = nullptr; // set when tensors[0] is over a symmetric buffer
+    // The task's built-in launch flags (protocol/builtin_launch.h). The CPU kernels compute the same values
+    // whatever they say: BUILTIN_LAUNCH_TF32 only permits a GPU to use TF32.
+    std::uint32_t launch_flags = 0;
 };
 
 enum class WorkerKind { CHIP, SUB };
@@ -57,8 +60,9 @@ const char* to_string(WorkerKind kind) noexcept;
 // Checks a call against the kernel's signature without touching buffer memory: the kernel is offered to this
 // worker kind (else UNKNOWN_KERNEL naming it and the kinds that offer it, or saying fault kernels are
 // disabled), tensor and scalar counts, tags, scalar kinds and ranges, dtype, element-count and shape
-// agreement (BAD_REQUEST naming the argument: "copy: args[1] has 12 elements, args[0] has 16"), and a
-// constant PE index against the world when `peers` is set (PE_OUT_OF_RANGE).
+// agreement (BAD_REQUEST naming the argument: "copy: args[1] has 12 elements, args[0] has 16"), the launch
+// flags (BAD_REQUEST for an undefined bit, or tf32 anywhere but a float32 matmul: "fill: launch.tf32 applies
+// to matmul only"), and a constant PE index against the world when `peers` is set (PE_OUT_OF_RANGE).
 // REQUIRES: every non-null view passed validate_tensor.
 void check_builtin(WorkerKind kind, const KernelCall& call, bool fault_kernels_enabled);
 

@@ -1,4 +1,6 @@
-// matmul: C[M,N] = A[M,K] . B[K,N] over row-major logical 2-D views with arbitrary strides.
+// matmul: C[M,N] = A[M,K] . B[K,N] over row-major logical 2-D views with arbitrary strides. The CPU computes
+// the contract's reference order whatever the launch flags say (docs/kernels.md).
+#include "protocol/builtin_launch.h"
 #include "worker/kernels/detail/element_ops.h"
 #include "worker/kernels/detail/kernels.h"
 #include "worker/kernels/detail/signature.h"
@@ -89,6 +91,10 @@ void check_matmul(const KernelCall& call) {
         fail(ErrorCode::BAD_REQUEST, call,
              "args[2] has shape " + shape_text(c) + ", must be [" + std::to_string(a.shapes[0]) + "," +
                  std::to_string(b.shapes[1]) + "] (args[0].shapes[0], args[1].shapes[1])");
+    }
+    if ((call.launch_flags & BUILTIN_LAUNCH_TF32) != 0 && a.dtype != DataType::FLOAT32) {
+        fail(ErrorCode::BAD_REQUEST, call,
+             "launch.tf32 applies to float32 only; args[0] has dtype " + std::string(to_string(a.dtype)));
     }
 }
 
