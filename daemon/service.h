@@ -53,6 +53,12 @@ private:
     using TransferDone = std::function<void(ErrorCode, const std::string&, nlohmann::json)>;
     void transfer_through_chip(const BufferInfo& info, std::uint64_t offset, std::vector<std::byte> data,
                                std::uint64_t length, bool write, const TransferDone& done);
+    // A step of the daemon's own (a transfer, an fd hand-over) scheduled as a task over `footprint`: `step` runs
+    // once the tasks it must follow finished, with the step's id and a reply that answers at most once, and
+    // reports its result with on_result(id, ...); a step the daemon stops before running is answered WORKER_DIED
+    // with `stopped`. Throws RequestError(WORKER_DIED) while the daemon stops.
+    void schedule_step(const std::string& name, std::vector<TensorArg> footprint, const Reply& reply,
+                       std::string stopped, std::function<void(std::uint64_t id, const Reply& once)> step);
     // buffer.fd (service_fds.cpp): answered, with the fds attached, once earlier tasks over the buffer finished.
     void handle_buffer_fd(const nlohmann::json& request, const Reply& reply, const Peer& peer);
     void handle_module_load(const nlohmann::json& request, const Reply& reply);

@@ -83,55 +83,29 @@ void Service::handle_buffer_fd(const nlohmann::json& request, const Reply& reply
         footprint.push_back({make_tensor(info.descriptor, DataType::UINT8, {length}, {}, at),
                              writable ? TensorTag::OUTPUT : TensorTag::INPUT});
     }
-    ReadyWork to_dispatch;
-    {
-        std::lock_guard lock(mu_);
-        if (stopping_) {
-            throw RequestError(ErrorCode::WORKER_DIED, "the daemon is stopping");
-        }
-        TaskRecord record;
-        record.id = next_task_++;
-        record.name = "buffer.fd";
-        record.kernel = record.name;
-        record.listed = false;
-        record.submitted_ns = worker::monotonic_ns();
-        const std::uint64_t id = record.id;
-        auto replied = std::make_shared<std::atomic<bool>>(false);
-        const Reply once = [replied, reply](Response answer) {
-            if (!replied->exchange(true)) {
-                reply(std::move(answer));
-            }
-        };
-        record.local = [this, info, writable, id, once] {
-            const std::uint64_t start = worker::monotonic_ns();
-            ErrorCode code = ErrorCode::OK;
-            std::string message;
-            try {
-                std::vector<ipc::UniqueFd> fds = backing_fds(info, supervisor_.registry(), writable);
-                Response answer(nlohmann::json{{"buffer", buffer_entry(info)},
-                                               {"bytes", info.descriptor.nbytes},
-                                               {"writable", writable},
-                                               {"fds", fds.size()}});
-                once(std::move(answer.attach(std::move(fds))));
-            } catch (const RequestError& e) {
-                code = e.code();
-                message = e.what();
-                once(error_reply(error_code_name(code), message));
-            } catch (const std::exception& e) {
-                code = ErrorCode::BAD_REQUEST;
-                message = std::string("buffer.fd: ") + e.what();
-                once(error_reply("BAD_REQUEST", message));
-            }
-            on_result(id, TaskResult{id, code, message, start, worker::monotonic_ns()});
-        };
-        record.on_finish.push_back([once](const std::string&) {
-            once(error_reply("WORKER_DIED", "buffer.fd: the daemon stopped before the hand-over"));
-        });
-        TaskRecord& stored = book_.add(std::move(record));
-        scheduler_.add(id, stored.name, std::move(footprint));
-        dispatch_ready_locked(to_dispatch);
-    }
-    dispatch(std::move(to_dispatch));
+    schedule_step("buffer.fd", std::move(footprint), reply, "buffer.fd: the daemon stopped before the hand-over",
+                  [this, info, writable](std::uint64_t id, const Reply& once) {
+                      const std::uint64_t start = worker::monotonic_ns();
+                      ErrorCode code = ErrorCode::OK;
+                      std::string message;
+                      try {
+                          std::vector<ipc::UniqueFd> fds = backing_fds(info, supervisor_.registry(), writable);
+                          Response answer(nlohmann::json{{"buffer", buffer_entry(info)},
+                                                         {"bytes", info.descriptor.nbytes},
+                                                         {"writable", writable},
+                                                         {"fds", fds.size()}});
+                          once(std::move(answer.attach(std::move(fds))));
+                      } catch (const RequestError& e) {
+                          code = e.code();
+                          message = e.what();
+                          once(error_reply(error_code_name(code), message));
+                      } catch (const std::exception& e) {
+                          code = ErrorCode::BAD_REQUEST;
+                          message = std::string("buffer.fd: ") + e.what();
+                          once(error_reply("BAD_REQUEST", message));
+                      }
+                      on_result(id, TaskResult{id, code, message, start, worker::monotonic_ns()});
+                  });
 }
 
 } // namespace canopy::daemon

@@ -373,6 +373,17 @@ void Service::handle_buffer_transfer(const json& request, const Reply& reply, bo
     // write them (or, for a write, read them), and later tasks wait for it.
     const Tensor range =
         make_tensor(info.descriptor, DataType::UINT8, {static_cast<std::uint32_t>(length)}, {}, offset);
+    schedule_step(
+        write ? "buffer.write" : "buffer.read",
+        std::vector<TensorArg>{{range, write ? TensorTag::OUTPUT : TensorTag::INPUT}}, reply,
+        std::string(write ? "buffer write" : "buffer read") + ": the daemon stopped before the transfer ran",
+        [this, info, offset, data = std::move(data), length, write](std::uint64_t id, const Reply& once) mutable {
+            run_transfer(info, offset, std::move(data), length, write, id, once);
+        });
+}
+
+void Service::schedule_step(const std::string& name, std::vector<TensorArg> footprint, const Reply& reply,
+                            std::string stopped, std::function<void(std::uint64_t id, const Reply& once)> step) {
     ReadyWork to_dispatch;
     {
         std::lock_guard lock(mu_);
@@ -381,27 +392,23 @@ void Service::handle_buffer_transfer(const json& request, const Reply& reply, bo
         }
         TaskRecord record;
         record.id = next_task_++;
-        record.name = write ? "buffer.write" : "buffer.read";
+        record.name = name;
         record.kernel = record.name;
         record.listed = false;
         record.submitted_ns = worker::monotonic_ns();
         const std::uint64_t id = record.id;
-        // One reply, whichever comes first: the transfer's own, or the daemon stopping before it ran.
+        // One reply, whichever comes first: the step's own, or the daemon stopping before it ran.
         auto replied = std::make_shared<std::atomic<bool>>(false);
         const Reply once = [replied, reply](Response answer) {
             if (!replied->exchange(true)) {
                 reply(std::move(answer));
             }
         };
-        record.local = [this, info, offset, data = std::move(data), length, write, id, once]() mutable {
-            run_transfer(info, offset, std::move(data), length, write, id, once);
-        };
-        record.on_finish.push_back([once, write](const std::string&) {
-            once(error_reply("WORKER_DIED", std::string(write ? "buffer write" : "buffer read") +
-                                                ": the daemon stopped before the transfer ran"));
-        });
+        record.local = [step = std::move(step), id, once]() mutable { step(id, once); };
+        record.on_finish.push_back(
+            [once, stopped = std::move(stopped)](const std::string&) { once(error_reply("WORKER_DIED", stopped)); });
         TaskRecord& stored = book_.add(std::move(record));
-        scheduler_.add(id, stored.name, std::vector<TensorArg>{{range, write ? TensorTag::OUTPUT : TensorTag::INPUT}});
+        scheduler_.add(id, stored.name, std::move(footprint));
         dispatch_ready_locked(to_dispatch);
     }
     dispatch(std::move(to_dispatch));
