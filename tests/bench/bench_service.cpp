@@ -4,7 +4,7 @@
 //   throughput          many clients submitting graphs of no-op tasks and waiting for them; tasks/s
 // The service runs in this process (as canopyd runs it) with one sim chip and two subs.
 #include "bench.h"
-#include "daemon/service.h"
+#include "service_harness.h"
 
 #include <algorithm>
 #include <atomic>
@@ -26,18 +26,6 @@ using namespace canopy;
 using nlohmann::json;
 
 namespace {
-
-int connect_to(const std::string& path) {
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-        ::close(fd);
-        return -1;
-    }
-    return fd;
-}
 
 void write_all(int fd, const char* p, std::size_t n) {
     while (n > 0) {
@@ -199,7 +187,7 @@ bench::Result socket_round_trip(const std::string& path) {
         }
         ::close(c);
     });
-    const int fd = connect_to(path);
+    const int fd = bench::connect_to(path);
     char buf[64] = {};
     const auto r = bench::measure([&] {
         write_all(fd, buf, sizeof buf);
@@ -214,32 +202,17 @@ bench::Result socket_round_trip(const std::string& path) {
 } // namespace
 
 int main() {
-    char tmpl[] = "/tmp/canopy-bench-service-XXXXXX";
-    const std::filesystem::path dir = ::mkdtemp(tmpl);
-    config::Config cfg;
-    cfg.node.name = "bench";
-    cfg.node.chips = {{0, config::ChipBackend::SIM}};
-    cfg.node.subs = 2;
-    cfg.control.socket = dir / "canopy.sock";
-    cfg.state_dir = dir / "state";
-    auto log = std::make_shared<spdlog::logger>("daemon", std::make_shared<spdlog::sinks::null_sink_mt>());
-
-    daemon::Service service(cfg, log); // forks the zygote: before any thread
-    std::thread server([&] { service.run(); });
-    int fd = -1;
-    for (int i = 0; i < 200 && fd < 0; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        fd = connect_to(cfg.control.socket.string());
-    }
-    if (fd < 0) {
-        std::fprintf(stderr, "the service did not come up\n");
-        return 1;
-    }
+    bench::ServiceHarness harness("canopy-bench-service", [](config::Config& cfg) {
+        cfg.node.chips = {{0, config::ChipBackend::SIM}};
+        cfg.node.subs = 2;
+    });
+    const int fd = harness.fd();
+    const std::string socket = harness.socket();
     const json status = call(fd, frame(R"({"op":"status"})"));
     std::printf("bench_service: %zu workers, %d CPUs online\n\n", status["workers"].size(),
                 static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
     bench::print_header();
-    const bench::Result sock = socket_round_trip((dir / "echo.sock").string());
+    const bench::Result sock = socket_round_trip((harness.dir() / "echo.sock").string());
     bench::print_row("unix socket round trip, 64 bytes", sock, "socket round trip", sock);
 
     const std::string one = frame(json{{"op", "submit"}, {"task", noop_task("chip0", "noop")}, {"wait", true}}.dump());
@@ -275,7 +248,7 @@ int main() {
         std::vector<std::thread> clients;
         for (int c = 0; c < CLIENTS; ++c) {
             clients.emplace_back([&] {
-                const int cfd = connect_to(cfg.control.socket.string());
+                const int cfd = bench::connect_to(socket);
                 for (int r = 0; r < ROUNDS; ++r) {
                     if (call_counting(cfd, graph) != GRAPH) {
                         ++failures;
@@ -299,9 +272,5 @@ int main() {
     std::printf("target one task <= 40000 ns median: %s (%.0f ns)\n", task.median_ns <= 40000 ? "met" : "missed",
                 task.median_ns);
     std::printf("target throughput >= 200000 tasks/s: %s\n", rates[rates.size() / 2] >= 200000 ? "met" : "missed");
-    ::close(fd);
-    service.request_stop();
-    server.join();
-    std::filesystem::remove_all(dir);
     return 0;
 }

@@ -4,9 +4,9 @@
 //   buffer.write chunks 128 requests of 512 KiB as base64 in JSON (the path for buffers without a mappable fd)
 // and the same for reading back. The service runs in this process (as canopyd runs it) with one sub.
 #include "cli/base64.h"
-#include "daemon/service.h"
 #include "ipc/fd_passing.h"
 #include "ipc/mapped_region.h"
+#include "service_harness.h"
 
 #include <algorithm>
 #include <chrono>
@@ -32,18 +32,6 @@ namespace {
 constexpr std::size_t BYTES = std::size_t{64} << 20;
 constexpr std::size_t CHUNK = 512 * 1024;
 constexpr int RUNS = 9;
-
-int connect_to(const std::string& path) {
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-        ::close(fd);
-        return -1;
-    }
-    return fd;
-}
 
 // Sends one request and returns its reply, with the fds that came with it.
 json call(int fd, const json& request, std::vector<ipc::UniqueFd>* fds = nullptr) {
@@ -103,25 +91,8 @@ void row(const char* what, double ms, double baseline) {
 } // namespace
 
 int main() {
-    char tmpl[] = "/tmp/canopy-bench-transfer-XXXXXX";
-    const std::filesystem::path dir = ::mkdtemp(tmpl);
-    config::Config cfg;
-    cfg.node.name = "bench";
-    cfg.node.subs = 1;
-    cfg.control.socket = dir / "canopy.sock";
-    cfg.state_dir = dir / "state";
-    auto log = std::make_shared<spdlog::logger>("daemon", std::make_shared<spdlog::sinks::null_sink_mt>());
-    daemon::Service service(cfg, log); // forks the zygote: before any thread
-    std::thread server([&] { service.run(); });
-    int fd = -1;
-    for (int i = 0; i < 200 && fd < 0; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        fd = connect_to(cfg.control.socket.string());
-    }
-    if (fd < 0) {
-        std::fprintf(stderr, "the service did not come up\n");
-        return 1;
-    }
+    bench::ServiceHarness harness("canopy-bench-transfer", [](config::Config& cfg) { cfg.node.subs = 1; });
+    const int fd = harness.fd();
     const std::string id = call(fd, {{"op", "buffer.create"}, {"bytes", BYTES}})["buffer"]["id"];
     std::string data(BYTES, '\0');
     for (std::size_t i = 0; i < BYTES; ++i) {
@@ -177,9 +148,5 @@ int main() {
     row("memcpy out of the mapping (floor)", floor_get, floor_get);
     row("buffer.fd, map, memcpy", fd_get, floor_get);
     row("buffer.read, 128 base64 chunks", chunk_get, floor_get);
-    ::close(fd);
-    service.request_stop();
-    server.join();
-    std::filesystem::remove_all(dir);
     return 0;
 }

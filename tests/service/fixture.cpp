@@ -1,5 +1,7 @@
 #include "fixture.h"
 
+#include "ipc/fd_passing.h"
+
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -267,11 +269,17 @@ std::optional<json> RawClient::read_reply(std::chrono::milliseconds limit) {
             if (::poll(&pfd, 1, static_cast<int>(limit.count())) <= 0) {
                 return false;
             }
-            const ssize_t r = ::recv(fd_, p + done, n - done, 0);
-            if (r <= 0) {
+            // recvmsg: a reply may carry fds (buffer.fd), which arrive with its first byte and are kept.
+            std::size_t r = 0;
+            try {
+                r = canopy::ipc::recv_message(fd_, std::as_writable_bytes(std::span(p + done, n - done)), fds_);
+            } catch (const std::exception&) {
+                return false; // a reset connection
+            }
+            if (r == 0) {
                 return false;
             }
-            done += static_cast<std::size_t>(r);
+            done += r;
         }
         return true;
     };

@@ -5,6 +5,8 @@
 //
 // CANOPYD_PATH and CANOPY_PATH are the built binaries (compile definitions from CMake).
 
+#include "ipc/unique_fd.h"
+
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -13,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <sys/types.h>
+#include <utility>
 #include <vector>
 
 namespace canopy::e2e {
@@ -88,9 +91,12 @@ public:
     // True when the daemon closed the connection (EOF or a reset) within `limit`.
     bool closed_by_peer(std::chrono::milliseconds limit = std::chrono::milliseconds(5000));
     int fd() const noexcept { return fd_; }
+    // The fds that replies read so far carried (buffer.fd), taken out of the client.
+    std::vector<canopy::ipc::UniqueFd> take_fds() { return std::exchange(fds_, {}); }
 
 private:
     int fd_ = -1;
+    std::vector<canopy::ipc::UniqueFd> fds_;
 };
 
 // Polls `tasks` (test set-up, not a dispatch path) until the task named `name` has started; returns its state

@@ -3,7 +3,6 @@
 // the hand-over waits for earlier tasks over the buffer.
 #include "fixture.h"
 #include "helpers.h"
-#include "ipc/fd_passing.h"
 #include "ipc/mapped_region.h"
 
 #include <catch2/catch.hpp>
@@ -11,7 +10,6 @@
 #include <cstring>
 #include <fstream>
 #include <sys/mman.h>
-#include <sys/socket.h>
 
 using namespace canopy;
 using namespace canopy::e2e;
@@ -21,22 +19,8 @@ namespace {
 
 // One request on `client`'s connection; the reply and the fds that came with it.
 std::pair<json, std::vector<ipc::UniqueFd>> request_fds(RawClient& client, const json& body) {
-    client.send_frame(body.dump());
-    std::vector<ipc::UniqueFd> fds;
-    std::string bytes;
-    std::uint32_t length = 0;
-    while (bytes.size() < 4 || bytes.size() < 4 + std::size_t{length}) {
-        char chunk[4096];
-        const std::size_t want = bytes.size() < 4 ? 4 - bytes.size() : 4 + length - bytes.size();
-        const std::size_t n =
-            ipc::recv_message(client.fd(), std::as_writable_bytes(std::span(chunk, std::min(want, sizeof chunk))), fds);
-        REQUIRE(n > 0);
-        bytes.append(chunk, n);
-        if (bytes.size() >= 4) {
-            std::memcpy(&length, bytes.data(), 4);
-        }
-    }
-    return {json::parse(bytes.substr(4)), std::move(fds)};
+    json reply = client.request(body);
+    return {std::move(reply), client.take_fds()};
 }
 
 std::string random_bytes(std::size_t n) {
