@@ -20,7 +20,8 @@ namespace {
     throw RequestError(ErrorCode::BAD_REQUEST, message);
 }
 
-// The fds of `info`'s backing, read-only when `writable` is false. Throws RequestError.
+// The fds of `info`'s backing, read-only when `writable` is false (REQUIRES: not a preloaded arena, and writable for
+// cuda_vmm). Throws ipc::SysError.
 std::vector<ipc::UniqueFd> backing_fds(const BufferInfo& info, const BufferRegistry& registry, bool writable) {
     const BufferDescriptor& d = info.descriptor;
     std::vector<ipc::UniqueFd> fds;
@@ -40,25 +41,21 @@ std::vector<ipc::UniqueFd> backing_fds(const BufferInfo& info, const BufferRegis
         }
         return fds;
     case Backend::CUDA_VMM:
-        if (!writable) {
-            throw RequestError(ErrorCode::ACCESS_DENIED,
-                               "buffer.fd: a cuda_vmm handle maps read-write wherever it is imported, so it is "
-                               "handed out only with write access");
-        }
         return registry.dup_fds(d.identity);
     case Backend::FORK_SHM:
     case Backend::FORK_COW:
         break;
     }
-    bad("buffer.fd: preloaded arena '" + info.name + "' has no file descriptor; tasks reach it by its identity");
+    throw std::logic_error("buffer.fd: a preloaded arena has no file descriptor");
 }
 
 } // namespace
 
 void Service::handle_buffer_fd(const nlohmann::json& request, const Reply& reply, const Peer& peer) {
     const BufferInfo info = live_buffer(request);
-    const bool buffer_writable = Access{info.descriptor.access} != Access::READ;
-    std::string access = buffer_writable ? "readwrite" : "read";
+    // The access grant (r, w, rw) bounds what tasks do with the buffer; its owner reads and writes the bytes from
+    // the host whatever it is, here as with buffer.read and buffer.write.
+    std::string access = "readwrite";
     if (request.contains("access")) {
         access = string_member(request, "access", "request");
         if (access != "read" && access != "readwrite") {
@@ -66,14 +63,21 @@ void Service::handle_buffer_fd(const nlohmann::json& request, const Reply& reply
         }
     }
     const bool writable = access == "readwrite";
-    if (writable && !buffer_writable) {
-        throw RequestError(ErrorCode::ACCESS_DENIED,
-                           "buffer.fd: buffer " + to_string(info.descriptor.identity) + " is read-only");
-    }
     access_.require_owner(peer, info.descriptor.identity, "buffer.fd", "map the bytes of");
-    if (Backend{info.descriptor.backend} == Backend::FORK_SHM ||
-        Backend{info.descriptor.backend} == Backend::FORK_COW) {
-        (void)backing_fds(info, supervisor_.registry(), writable); // throws the refusal
+    switch (Backend{info.descriptor.backend}) {
+    case Backend::FORK_SHM:
+    case Backend::FORK_COW:
+        bad("buffer.fd: preloaded arena '" + info.name + "' has no file descriptor; tasks reach it by its name");
+    case Backend::CUDA_VMM:
+        if (!writable) {
+            throw RequestError(ErrorCode::ACCESS_DENIED,
+                               "buffer.fd: a cuda_vmm handle maps read-write wherever it is imported, so it is "
+                               "handed out only with \"access\": \"readwrite\"");
+        }
+        break;
+    case Backend::POSIX_SHM:
+    case Backend::SIM_VMM:
+        break;
     }
     // The whole buffer, as views of at most 2^32-1 bytes each: what the hand-over orders after.
     std::vector<TensorArg> footprint;
