@@ -59,6 +59,17 @@ std::optional<ReadyQueue::Entry> ReadyQueue::pop() noexcept {
     return entry;
 }
 
+std::optional<ReadyQueue::Entry> ReadyQueue::top() const noexcept {
+    const bool have_fifo = head_ < fifo_.size();
+    if (!have_fifo && heap_.empty()) {
+        return std::nullopt;
+    }
+    if (have_fifo && (heap_.empty() || fifo_[head_].seq < heap_.front().seq)) {
+        return fifo_[head_];
+    }
+    return heap_.front();
+}
+
 void ReadyQueue::clear() noexcept {
     fifo_ = std::vector<Entry>();
     head_ = 0;

@@ -53,7 +53,7 @@ const char* to_string(TaskState state) noexcept {
     return "unknown";
 }
 
-bool Scheduler::add(TaskId id, std::string_view name, std::span<const TensorArg> args) {
+bool Scheduler::add(TaskId id, std::string_view name, std::span<const TensorArg> args, Lane lane) {
     for (std::size_t i = 0; i < args.size(); ++i) {
         if (!is_valid(args[i].tag)) {
             throw std::logic_error("add: " + task_label(id) + " args[" + std::to_string(i) + "] has tag " +
@@ -64,6 +64,7 @@ bool Scheduler::add(TaskId id, std::string_view name, std::span<const TensorArg>
     try {
         Node& node = tasks_.node(slot);
         node.name.assign(name);
+        node.lane = lane;
         footprints_.clear();
         buffers_.clear();
         for (const TensorArg& arg : args) {
@@ -89,7 +90,7 @@ bool Scheduler::add(TaskId id, std::string_view name, std::span<const TensorArg>
             tasks_.pruned.append(node.pruned, {tasks_.node(ref.slot).seq, ref.slot, ref.access});
         }
     }
-    node.state = node.pending == 0 ? TaskState::READY : TaskState::WAITING;
+    node.state = node.blocking == 0 ? TaskState::READY : TaskState::WAITING;
     if (node.state == TaskState::READY) {
         ready_.push_added({node.seq, slot});
     }
@@ -115,8 +116,15 @@ void Scheduler::link_dependencies(std::uint32_t slot, std::span<const TensorArg>
             Node& owner = tasks_.node(ref.slot);
             const detail::List& edges = owner.dependents;
             if (edges.empty() || tasks_.links[edges.tail].seq != node.seq) { // one edge per pair of tasks
-                tasks_.links.append(owner.dependents, Link{slot, node.seq});
+                const bool ordered =
+                    node.lane != NO_LANE && owner.lane == node.lane && owner.state == TaskState::RUNNING;
+                tasks_.links.append(owner.dependents, Link{slot, node.seq, ordered});
                 ++node.pending;
+                if (ordered) {
+                    tasks_.after.append(node.after, owner.id);
+                } else {
+                    ++node.blocking;
+                }
             }
             if (writes && detail::covers(mine, footprint.bytes, theirs, their_bytes, overlap)) {
                 prunable_.push_back(ref);
@@ -143,14 +151,49 @@ void Scheduler::abandon(std::uint32_t slot) noexcept {
 }
 
 std::optional<TaskId> Scheduler::pop_ready() {
-    while (const std::optional<detail::ReadyQueue::Entry> top = ready_.pop()) {
+    while (const std::optional<detail::ReadyQueue::Entry> top = ready_.top()) {
         Node* node = tasks_.live(Link{top->slot, top->seq});
-        if (node != nullptr && node->state == TaskState::READY) {
-            node->state = TaskState::RUNNING;
-            return node->id;
+        if (node == nullptr || node->state != TaskState::READY) {
+            ready_.pop();
+            continue;
         }
+        if (node->lane != NO_LANE) {
+            // Room for order_dependents before anything changes.
+            ready_.reserve_woken(node->dependents.size);
+            tasks_.after.reserve(node->dependents.size);
+        }
+        ready_.pop();
+        node->state = TaskState::RUNNING;
+        if (node->lane != NO_LANE) {
+            order_dependents(*node);
+        }
+        return node->id;
     }
     return std::nullopt;
+}
+
+// `node` was just handed out: its WAITING dependents of the same lane no longer wait for it. REQUIRES room for
+// one woken entry and one `after` cell per dependent.
+void Scheduler::order_dependents(Node& node) noexcept {
+    tasks_.links.for_each(node.dependents, [&](Link& link) {
+        Node* dependent = tasks_.live(link);
+        if (dependent == nullptr || link.ordered || dependent->lane != node.lane ||
+            dependent->state != TaskState::WAITING) {
+            return;
+        }
+        link.ordered = true;
+        tasks_.after.append(dependent->after, node.id);
+        if (--dependent->blocking == 0) {
+            dependent->state = TaskState::READY;
+            ready_.push_woken({link.seq, link.slot});
+        }
+    });
+}
+
+void Scheduler::ordered_after(TaskId id, std::vector<TaskId>& out) {
+    const Node& node = tasks_.node(checked_slot(id, "ordered_after"));
+    reserve_more(out, node.after.size);
+    tasks_.after.for_each(node.after, [&](TaskId predecessor) { out.push_back(predecessor); });
 }
 
 void Scheduler::complete(TaskId id, std::vector<TaskId>& now_ready) {
@@ -164,7 +207,12 @@ void Scheduler::complete(TaskId id, std::vector<TaskId>& now_ready) {
     ready_.reserve_woken(dependents);
     tasks_.links.for_each(node.dependents, [&](const Link& link) {
         Node* dependent = tasks_.live(link);
-        if (dependent != nullptr && dependent->state == TaskState::WAITING && --dependent->pending == 0) {
+        if (dependent == nullptr) {
+            return;
+        }
+        --dependent->pending;
+        // An ordered edge no longer counted in `blocking`; a RUNNING or READY dependent has no other kind.
+        if (!link.ordered && --dependent->blocking == 0 && dependent->state == TaskState::WAITING) {
             dependent->state = TaskState::READY;
             ready_.push_woken({link.seq, link.slot});
             now_ready.push_back(dependent->id);
@@ -175,8 +223,8 @@ void Scheduler::complete(TaskId id, std::vector<TaskId>& now_ready) {
 
 void Scheduler::fail(TaskId id, ErrorCode code, std::vector<FailedTask>& failed_dependents) {
     const std::uint32_t root = checked_slot(id, "fail");
-    const TaskState root_state = tasks_.node(root).state;
-    const std::vector<std::uint32_t> cascade = collect_dependents(root);
+    std::vector<TaskState> before;
+    const std::vector<std::uint32_t> cascade = collect_dependents(root, before);
     try {
         const Node& failed = tasks_.node(root);
         const std::string message = "dependency '" + failed.name + "' (" + task_label(failed.id) +
@@ -189,7 +237,7 @@ void Scheduler::fail(TaskId id, ErrorCode code, std::vector<FailedTask>& failed_
         reserve_more(failed_dependents, out.size());
         std::move(out.begin(), out.end(), std::back_inserter(failed_dependents));
     } catch (...) {
-        unmark(cascade, root_state);
+        unmark(cascade, before);
         throw;
     }
     // Nothing below allocates or throws. Every task of the cascade is FAILED before any of them puts accesses
@@ -206,36 +254,49 @@ void Scheduler::fail(TaskId id, ErrorCode code, std::vector<FailedTask>& failed_
     }
 }
 
-// Marks FAILED `root` and every task that depends on it transitively; returns them, root first, then in
-// submission order. On an exception, every mark is undone.
-std::vector<std::uint32_t> Scheduler::collect_dependents(std::uint32_t root) {
-    const TaskState root_state = tasks_.node(root).state;
+// Marks FAILED `root` and every WAITING or READY task that depends on it transitively; returns them, root
+// first, then in submission order, and their states before in `before` (by position). On an exception, every
+// mark is undone.
+std::vector<std::uint32_t> Scheduler::collect_dependents(std::uint32_t root, std::vector<TaskState>& before) {
     std::vector<std::uint32_t> cascade;
+    before.clear();
     try {
+        before.push_back(tasks_.node(root).state);
         cascade.push_back(root);
         tasks_.node(root).state = TaskState::FAILED;
         for (std::size_t k = 0; k < cascade.size(); ++k) {
             tasks_.links.for_each(tasks_.node(cascade[k]).dependents, [&](const Link& link) {
                 Node* dependent = tasks_.live(link);
-                if (dependent != nullptr && dependent->state == TaskState::WAITING) {
+                if (dependent != nullptr &&
+                    (dependent->state == TaskState::WAITING || dependent->state == TaskState::READY)) {
+                    before.push_back(dependent->state);
                     cascade.push_back(link.slot);
                     dependent->state = TaskState::FAILED;
                 }
             });
         }
+        // Root first, then by submission order; `before` follows its tasks.
+        std::vector<std::pair<std::uint32_t, TaskState>> marked(cascade.size());
+        for (std::size_t k = 0; k < cascade.size(); ++k) {
+            marked[k] = {cascade[k], before[k]};
+        }
+        std::sort(marked.begin() + 1, marked.end(),
+                  [this](const auto& a, const auto& b) { return tasks_.node(a.first).seq < tasks_.node(b.first).seq; });
+        for (std::size_t k = 0; k < cascade.size(); ++k) {
+            cascade[k] = marked[k].first;
+            before[k] = marked[k].second;
+        }
     } catch (...) {
-        unmark(cascade, root_state);
+        unmark(cascade, before);
         throw;
     }
-    std::sort(cascade.begin() + 1, cascade.end(),
-              [this](std::uint32_t a, std::uint32_t b) { return tasks_.node(a).seq < tasks_.node(b).seq; });
     return cascade;
 }
 
-// Undoes the marks of collect_dependents: the root back to `root_state`, its dependents to WAITING.
-void Scheduler::unmark(const std::vector<std::uint32_t>& cascade, TaskState root_state) noexcept {
-    for (std::size_t k = 0; k < cascade.size(); ++k) {
-        tasks_.node(cascade[k]).state = k == 0 ? root_state : TaskState::WAITING;
+// Undoes the marks of collect_dependents: every task back to the state it had.
+void Scheduler::unmark(const std::vector<std::uint32_t>& cascade, const std::vector<TaskState>& before) noexcept {
+    for (std::size_t k = 0; k < cascade.size() && k < before.size(); ++k) {
+        tasks_.node(cascade[k]).state = before[k];
     }
 }
 
@@ -293,7 +354,7 @@ std::optional<TaskState> Scheduler::state(TaskId id) const {
 
 std::optional<std::size_t> Scheduler::waiting_for(TaskId id) const {
     const std::optional<std::uint32_t> slot = tasks_.find(id);
-    return slot ? std::optional<std::size_t>(tasks_.node(*slot).pending) : std::nullopt;
+    return slot ? std::optional<std::size_t>(tasks_.node(*slot).blocking) : std::nullopt;
 }
 
 } // namespace canopy::scheduler

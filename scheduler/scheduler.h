@@ -12,6 +12,14 @@
 // unfinished dependency. A failed task (failing a task is also how one is cancelled) fails every task that
 // depends on it, transitively, with DEPENDENCY_FAILED; a task failed so is finished for every other task.
 //
+// Lanes. A task may name the lane of the worker that runs it (a worker that runs what it is handed one task
+// after another, in the order handed out). An edge from U to a later task T is ordered by the lane when both
+// name the same lane and U has been handed out (RUNNING): the worker runs T after U, and fails T without
+// running it if U failed. T is READY once every unfinished task it depends on is ordered so; without lanes,
+// once each has finished. Handing out U orders its WAITING dependents of U's lane; ordered_after(T) lists the
+// predecessors ordered so, for the worker's check. A failed task fails its WAITING and READY dependents; a
+// RUNNING dependent is with its worker already, which fails it (the daemon reports that as its own result).
+//
 // Lifecycle: add -> WAITING or READY; pop_ready: READY -> RUNNING; complete: RUNNING -> COMPLETED;
 // fail: WAITING, READY or RUNNING -> FAILED. A finished task is forgotten at once: its id is unknown from
 // then on (the daemon may reuse it) and its storage is reused by later tasks; when the last unfinished task
@@ -57,27 +65,35 @@ public:
     Scheduler& operator=(Scheduler&&) = default;
 
     // Adds a task after every earlier one. `name` is used in the messages of its failed dependents.
-    // Returns true when the task is READY at once (no unfinished dependency); either way pop_ready hands it
-    // out once it is READY. REQUIRES every view passed validate_tensor (the submit checks run before).
-    bool add(TaskId id, std::string_view name, std::span<const TensorArg> args);
+    // Returns true when the task is READY at once (no dependency its lane does not order); either way
+    // pop_ready hands it out once it is READY. `lane`: the lane of the worker that runs it, or NO_LANE.
+    // REQUIRES every view passed validate_tensor (the submit checks run before).
+    bool add(TaskId id, std::string_view name, std::span<const TensorArg> args, Lane lane = NO_LANE);
 
-    // The oldest READY task by submission order, now RUNNING; nullopt when none is READY.
+    // The oldest READY task by submission order, now RUNNING; nullopt when none is READY. Tasks of its lane
+    // that waited only for it and for other RUNNING tasks of that lane become READY.
     std::optional<TaskId> pop_ready();
+
+    // Appends to `out` the tasks that `id` depends on through its lane (ordered, not waited for), in the order
+    // they were ordered; some may have finished since. Throws std::logic_error for an unknown or finished id.
+    void ordered_after(TaskId id, std::vector<TaskId>& out);
 
     // Finishes a RUNNING task successfully. Appends to `now_ready` the tasks that became READY, in
     // submission order; they are also handed out by pop_ready.
     void complete(TaskId id, std::vector<TaskId>& now_ready);
 
-    // Finishes a WAITING, READY or RUNNING task as failed with `code`, and with it every task that depends
-    // on it, transitively. Appends those dependents to `failed_dependents` in submission order, each with
-    // the message "dependency 'NAME' (task ID) failed: CODE" naming this task.
+    // Finishes a WAITING, READY or RUNNING task as failed with `code`, and with it every WAITING or READY task
+    // that depends on it, transitively (a RUNNING dependent is left to its worker). Appends those dependents to
+    // `failed_dependents` in submission order, each with the message "dependency 'NAME' (task ID) failed: CODE"
+    // naming this task.
     void fail(TaskId id, ErrorCode code, std::vector<FailedTask>& failed_dependents);
 
     // The state of an unfinished task; nullopt for an unknown or finished one.
     std::optional<TaskState> state(TaskId id) const;
     // Tasks added and not yet finished.
     std::size_t unfinished() const noexcept { return tasks_.size(); }
-    // Tasks that the task `id` still waits for (0 unless WAITING); nullopt for an unknown or finished one.
+    // Tasks that the task `id` still waits for before it can be handed out (0 unless WAITING): the unfinished
+    // ones it depends on that its lane does not order; nullopt for an unknown or finished one.
     std::optional<std::size_t> waiting_for(TaskId id) const;
 
 private:
@@ -85,8 +101,9 @@ private:
     void link_dependencies(std::uint32_t slot, std::span<const TensorArg> args);
     void index_accesses(std::uint32_t slot, std::span<const TensorArg> args);
     void abandon(std::uint32_t slot) noexcept;
-    std::vector<std::uint32_t> collect_dependents(std::uint32_t root);
-    void unmark(const std::vector<std::uint32_t>& cascade, TaskState root_state) noexcept;
+    void order_dependents(detail::Node& node) noexcept;
+    std::vector<std::uint32_t> collect_dependents(std::uint32_t root, std::vector<TaskState>& before);
+    void unmark(const std::vector<std::uint32_t>& cascade, const std::vector<TaskState>& before) noexcept;
     void unindex(detail::Node& node) noexcept;
     void reinstate_pruned(detail::Node& node) noexcept;
     void finish(std::uint32_t slot) noexcept;

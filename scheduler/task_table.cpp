@@ -32,11 +32,14 @@ void TaskTable::release(std::uint32_t slot) noexcept {
     slot_of_.erase(n.id);
     n.seq = 0;
     n.pending = 0;
+    n.blocking = 0;
+    n.lane = NO_LANE;
     n.state = TaskState::COMPLETED;
     n.name.clear();
     handles.release(n.accesses);
     links.release(n.dependents);
     pruned.release(n.pruned);
+    after.release(n.after);
     free_.push_back(slot);
 }
 
@@ -48,6 +51,7 @@ void TaskTable::clear() noexcept {
     handles.clear();
     links.clear();
     pruned.clear();
+    after.clear();
 }
 
 Node* TaskTable::live(const Link& link) noexcept {

@@ -33,6 +33,8 @@ public:
     void push_woken(Entry entry) noexcept;
     // The entry with the smallest seq, removed; nullopt when empty.
     std::optional<Entry> pop() noexcept;
+    // The entry pop() would return, left in place.
+    std::optional<Entry> top() const noexcept;
     // Frees all storage.
     void clear() noexcept;
 

@@ -24,9 +24,12 @@
 namespace canopy::scheduler::detail {
 
 // A task in a slot; valid while the slot's node carries this submission number.
+// `ordered`: on a dependent's link, the edge is enforced by the lane both tasks run on (Scheduler, "Lanes"), so
+// the dependent no longer counts it in `blocking`.
 struct Link {
     std::uint32_t slot;
     std::uint64_t seq;
+    bool ordered = false;
 };
 
 // An access of an older task that a covering write of this task parked (took out of the queries): the
@@ -40,12 +43,15 @@ struct PrunedAccess {
 
 struct Node {
     TaskId id = 0;
-    std::uint64_t seq = 0;     // submission order, from 1; 0 in a free slot
-    std::uint32_t pending = 0; // unfinished tasks this one waits for
+    std::uint64_t seq = 0;      // submission order, from 1; 0 in a free slot
+    std::uint32_t pending = 0;  // unfinished tasks this one depends on
+    std::uint32_t blocking = 0; // of those, the ones its lane does not order: it is READY when this is 0
+    Lane lane = NO_LANE;
     TaskState state = TaskState::COMPLETED;
     List accesses;   // cells of TaskTable::handles, one per tensor argument in order; null once erased
     List dependents; // cells of TaskTable::links: tasks waiting for this one, in submission order
     List pruned;     // cells of TaskTable::pruned: accesses this task's writes cover
+    List after;      // cells of TaskTable::after: ids of the predecessors its lane orders, in the order ordered
     std::string name;
 };
 
@@ -70,6 +76,7 @@ public:
     CellPool<AccessIndex::Handle> handles;
     CellPool<Link> links;
     CellPool<PrunedAccess> pruned;
+    CellPool<TaskId> after;
 
 private:
     static constexpr std::uint32_t CHUNK_NODES = 256;
