@@ -178,7 +178,11 @@ protected:
     }
 
     void execute(std::string_view kernel, const LaunchConfig& launch) override {
-        TaskRequest request{std::string(kernel), std::string(frame().target), args_, launch};
+        TaskRequest request;
+        request.kernel = std::string(kernel);
+        request.worker = std::string(frame().target);
+        request.args = args_;
+        request.launch = launch;
         request.timeout = std::chrono::milliseconds(frame().timeout_ms);
         nested_.submit(std::move(request), forward_to(defer()));
     }

@@ -37,7 +37,9 @@ struct PendingTask {
     std::vector<std::byte> blob;
     TaskCallback done;
     std::chrono::milliseconds timeout{0};
-    bool enforce_timeout = false; // false when a nested supervisor enforces it below
+    bool enforce_timeout = false;       // false when a nested supervisor enforces it below
+    std::vector<std::uint64_t> after{}; // TaskRequest::after
+    bool keep_failure = false;          // TaskRequest::keep_failure
 };
 
 // One incarnation of a child process.

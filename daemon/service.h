@@ -77,8 +77,10 @@ private:
     void post_result(std::uint64_t id, TaskResult result);
     void drain_results();
     // A ready batch: requests for the supervisor and the daemon's own steps (buffer transfers).
+    // The steps the daemon runs itself (buffer transfers) that became ready; tasks for workers are submitted to
+    // the supervisor as they become ready, under mu_, so that a task ordered after another on its worker is
+    // queued after it and before the Service learns how it ended (Supervisor::forget_failure).
     struct ReadyWork {
-        std::vector<TaskRequest> requests;
         std::vector<std::function<void()>> local;
     };
     void dispatch_ready_locked(ReadyWork& out);

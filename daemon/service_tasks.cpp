@@ -137,8 +137,10 @@ void Service::handle_run(const json& request, Reply reply, bool single, const Pe
             record.request = std::move(parsed[i].request);
             record.waiter = waiter;
             record.position = static_cast<std::uint32_t>(i);
+            const std::uint32_t lane = supervisor_.lane(record.request->worker);
+            record.ordered = lane != scheduler::NO_LANE;
             TaskRecord& stored = book_.add(std::move(record));
-            scheduler_.add(stored.id, stored.name, stored.request->args.tensors);
+            scheduler_.add(stored.id, stored.name, stored.request->args.tensors, lane);
         }
         dispatch_ready_locked(to_dispatch);
         if (!waiter) {
@@ -364,7 +366,8 @@ json Service::handle_cancel(const json& request, const Peer& peer) {
     return {{"tasks", outcomes}};
 }
 
-// Moves every READY task out of the scheduler into `out`, marking it running. REQUIRES mu_.
+// Takes every READY task out of the scheduler, marking it running: a task for a worker goes to the supervisor
+// now, with the tasks its lane orders it after; a step of the daemon's own goes to `out`. REQUIRES mu_.
 void Service::dispatch_ready_locked(ReadyWork& out) {
     while (const auto id = scheduler_.pop_ready()) {
         TaskRecord* t = book_.find(*id);
@@ -374,16 +377,17 @@ void Service::dispatch_ready_locked(ReadyWork& out) {
             t->local = nullptr;
             continue;
         }
-        out.requests.push_back(std::move(*t->request));
+        TaskRequest request = std::move(*t->request);
         t->request.reset();
+        if (t->ordered) {
+            scheduler_.ordered_after(*id, request.after);
+            request.keep_failure = true;
+        }
+        supervisor_.submit(std::move(request), [this, id = *id](TaskResult r) { post_result(id, std::move(r)); });
     }
 }
 
 void Service::dispatch(ReadyWork work) {
-    for (auto& request : work.requests) {
-        const std::uint64_t id = request.id;
-        supervisor_.submit(std::move(request), [this, id](TaskResult r) { post_result(id, std::move(r)); });
-    }
     for (auto& step : work.local) {
         step();
     }
@@ -443,6 +447,10 @@ void Service::drain_results() {
 // the finished tasks' callbacks (they read the book, so under the lock; they only format and post
 // replies). REQUIRES mu_.
 void Service::record_result_locked(std::uint64_t id, const TaskResult& result, ReadyWork& out) {
+    if (!result.ok()) {
+        // From here on no task ordered after it is dispatched: those not yet with the supervisor fail below.
+        supervisor_.forget_failure(id);
+    }
     if (!scheduler_.state(id)) {
         return; // failed already (the daemon stopped)
     }

@@ -352,6 +352,7 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why, EndCau
                 auto it = slot.in_flight.find(c->dispatch_id);
                 if (it != slot.in_flight.end()) {
                     count_result(slot, it->second, c->code);
+                    note_failure(it->second, c->code);
                     results.emplace_back(std::move(it->second.done),
                                          TaskResult{c->task_id, c->code, c->message, c->start_ns, c->end_ns});
                     slot.in_flight.erase(it);
@@ -365,6 +366,7 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why, EndCau
         for (auto& [dispatch, task] : slot.in_flight) {
             count_result(slot, task, ErrorCode::WORKER_DIED);
             const bool timed_out = task.task_id == slot.timed_out_task;
+            note_failure(task, timed_out ? ErrorCode::TIMEOUT : ErrorCode::WORKER_DIED);
             results.emplace_back(std::move(task.done),
                                  timed_out
                                      ? TaskResult{task.task_id, ErrorCode::TIMEOUT,
@@ -376,6 +378,7 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why, EndCau
                                                   died + " while running task " + std::to_string(task.task_id), 0, 0});
         }
         slot.in_flight.clear();
+        fail_ordered_pending_locked(slot, results);
         slot.timed_out_task = 0;
         slot.deadline = Clock::time_point::max();
         line = after_death_locked(slot, cause, inc->pid, lost, uptime);

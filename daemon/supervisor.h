@@ -42,6 +42,7 @@
 #include <spdlog/logger.h>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 namespace canopy::daemon {
@@ -133,6 +134,16 @@ public:
     void check(const TaskRequest& request) const;
     // The children of this supervisor, for reports.
     bool has_chip(ChildKind kind) const;
+
+    // The lane of `worker` (scheduler::Lane): a number for each cuda chip of this supervisor, which launches the
+    // frames of its mailbox on its stream in order and fails a frame ordered after one that failed; NO_LANE (0)
+    // for every other worker and path. Every worker honours TaskRequest::after, but only on a GPU does ordering
+    // on the worker gain what it costs: sim chips and subs run one task at a time on the CPU, and a task still
+    // queued in the service can be cancelled.
+    std::uint32_t lane(const std::string& worker) const noexcept;
+    // Forgets the failure of `task_id` that was kept for the tasks ordered after it (TaskRequest::keep_failure).
+    // Call it once no task naming it in `after` can be submitted any more.
+    void forget_failure(std::uint64_t task_id);
 
     // Throws RequestError (NO_CONSUMER, UNKNOWN_WORKER, BAD_REQUEST).
     BufferDescriptor create_buffer(const BufferRequest& request);
@@ -239,6 +250,9 @@ private:
     MappedArenas map_preloads();
     void check_buffer(const Route& route, const BufferDescriptor& d, std::size_t i) const;
     void enqueue(ChildSlot& slot, PendingTask task);
+    // Fails a task refused before it was queued, keeping the failure if it asked for that.
+    void reject(std::uint64_t task_id, bool keep_failure, ErrorCode code, const std::string& message,
+                TaskCallback& done);
     void completion_loop(ChildSlot& slot, Incarnation& inc);
     void notify_drain();
     bool harvest_locked(ChildSlot& slot, Incarnation& inc, std::vector<std::pair<TaskCallback, TaskResult>>& results);
@@ -247,6 +261,17 @@ private:
     void expire_deadlines();
     void fail_all_locked(ChildSlot& slot, ErrorCode code, const std::string& message,
                          std::vector<std::pair<TaskCallback, TaskResult>>& out);
+
+    // ordered tasks (supervisor_order.cpp)
+    // Keeps the failure of `task` if it asked for that.
+    void note_failure(const PendingTask& task, ErrorCode code);
+    // DEPENDENCY_FAILED, naming the first task of `after` that failed; nullopt when none did.
+    std::optional<TaskResult> dependency_failure(std::uint64_t task_id, const std::vector<std::uint64_t>& after) const;
+    // Fails every queued task of `slot` ordered after a failed one (transitively). REQUIRES slot.mu.
+    void fail_ordered_pending_locked(ChildSlot& slot, std::vector<std::pair<TaskCallback, TaskResult>>& out);
+    // The tasks of `task.after` still in `slot`'s mailbox, which its frame names; the rest have succeeded.
+    // nullopt when more than a frame holds are still there. REQUIRES slot.mu.
+    std::optional<std::vector<std::uint64_t>> frame_after_locked(const ChildSlot& slot, const PendingTask& task) const;
 
     SupervisorOptions options_;
     MappedArenas arenas_; // mapped before the launcher's zygote is forked; every process below inherits them
@@ -282,6 +307,11 @@ private:
     std::map<std::string, std::pair<CanonicalIdentity, worker::VmmFds>> reexports_;
 
     ModuleService modules_;
+
+    // Failures kept for the tasks ordered after them (TaskRequest::keep_failure), by task id, until
+    // forget_failure. A leaf lock, taken under a slot's mu.
+    mutable std::mutex failures_mu_;
+    std::unordered_map<std::uint64_t, ErrorCode> kept_failures_;
 };
 
 // JSON text of a list of worker statuses, and back (used between supervisor levels).

@@ -232,6 +232,10 @@ std::uint64_t Supervisor::submit(TaskRequest request, TaskCallback done) {
         const Route route = resolve(request.worker);
         check_request(route, request);
         slot = route.slot;
+        if (!request.after.empty() && route.slot->spec.kind == ChildKind::NODE) {
+            throw RequestError(ErrorCode::BAD_REQUEST, "a task for " + request.worker +
+                                                           " (below a nested node) cannot be ordered after others");
+        }
         task = PendingTask{task_id,
                            request.kernel,
                            route.target,
@@ -239,16 +243,27 @@ std::uint64_t Supervisor::submit(TaskRequest request, TaskCallback done) {
                            encode_task_args(request.args),
                            std::move(done),
                            request.timeout,
-                           route.slot->spec.kind != ChildKind::NODE};
+                           route.slot->spec.kind != ChildKind::NODE,
+                           std::move(request.after),
+                           request.keep_failure};
     } catch (const RequestError& e) {
-        done(TaskResult{task_id, e.code(), e.what(), 0, 0});
+        reject(task_id, request.keep_failure, e.code(), e.what(), done);
         return task_id;
     } catch (const WireError& e) {
-        done(TaskResult{task_id, e.code(), e.what(), 0, 0});
+        reject(task_id, request.keep_failure, e.code(), e.what(), done);
         return task_id;
     }
     enqueue(*slot, std::move(task));
     return task_id;
+}
+
+void Supervisor::reject(std::uint64_t task_id, bool keep_failure, ErrorCode code, const std::string& message,
+                        TaskCallback& done) {
+    if (keep_failure) {
+        std::lock_guard lock(failures_mu_);
+        kept_failures_[task_id] = code;
+    }
+    done(TaskResult{task_id, code, message, 0, 0});
 }
 
 void Supervisor::enqueue(ChildSlot& slot, PendingTask task) {
@@ -257,11 +272,16 @@ void Supervisor::enqueue(ChildSlot& slot, PendingTask task) {
         std::lock_guard lock(slot.mu);
         if (slot.state == WorkerState::DEAD || slot.state == WorkerState::STOPPED || stopping_) {
             count_result(slot, task, ErrorCode::WORKER_DIED);
+            note_failure(task, ErrorCode::WORKER_DIED);
             rejected.emplace_back(std::move(task.done),
                                   TaskResult{task.task_id, ErrorCode::WORKER_DIED,
                                              "worker " + slot.path + " is " + to_string(slot.state) +
                                                  (slot.last_exit.empty() ? "" : " (last exit: " + slot.last_exit + ")"),
                                              0, 0});
+        } else if (std::optional<TaskResult> failed = dependency_failure(task.task_id, task.after)) {
+            count_result(slot, task, failed->code);
+            note_failure(task, failed->code);
+            rejected.emplace_back(std::move(task.done), std::move(*failed));
         } else {
             slot.pending.push_back(std::move(task));
             fill_locked(slot);
@@ -307,9 +327,14 @@ void Supervisor::fill_locked(ChildSlot& slot) {
     ipc::MailboxParent& mailbox = *slot.live->mailbox;
     while (!slot.pending.empty() && mailbox.can_submit()) {
         PendingTask& t = slot.pending.front();
+        // A task ordered after more tasks than a frame names waits until enough of them have finished.
+        const std::optional<std::vector<std::uint64_t>> after = frame_after_locked(slot, t);
+        if (!after) {
+            break;
+        }
         const auto nested_timeout = t.enforce_timeout ? 0 : static_cast<std::uint32_t>(t.timeout.count());
         const std::uint64_t dispatch =
-            mailbox.submit({t.task_id, t.kernel, t.target, t.launch, t.blob, nested_timeout});
+            mailbox.submit({t.task_id, t.kernel, t.target, t.launch, t.blob, nested_timeout, *after});
         slot.in_flight.emplace(dispatch, std::move(t));
         slot.pending.pop_front();
     }
@@ -348,6 +373,7 @@ void Supervisor::arm_deadline_locked(ChildSlot& slot) {
 bool Supervisor::harvest_locked(ChildSlot& slot, Incarnation& inc,
                                 std::vector<std::pair<TaskCallback, TaskResult>>& results) {
     bool took = false;
+    bool failed = false;
     try {
         while (auto c = inc.mailbox->poll()) {
             took = true;
@@ -356,9 +382,16 @@ bool Supervisor::harvest_locked(ChildSlot& slot, Incarnation& inc,
                 continue;
             }
             count_result(slot, it->second, c->code);
+            if (c->code != ErrorCode::OK) {
+                note_failure(it->second, c->code);
+                failed = true;
+            }
             results.emplace_back(std::move(it->second.done),
                                  TaskResult{c->task_id, c->code, std::move(c->message), c->start_ns, c->end_ns});
             slot.in_flight.erase(it);
+        }
+        if (failed) {
+            fail_ordered_pending_locked(slot, results);
         }
         if (took) {
             // Frames were freed and the oldest task changed: its deadline counts from now. A poll that took
@@ -442,6 +475,7 @@ void Supervisor::fail_all_locked(ChildSlot& slot, ErrorCode code, const std::str
                                  std::vector<std::pair<TaskCallback, TaskResult>>& out) {
     for (auto& task : slot.pending) {
         count_result(slot, task, code);
+        note_failure(task, code);
         out.emplace_back(std::move(task.done), TaskResult{task.task_id, code, message, 0, 0});
     }
     slot.pending.clear();

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace canopy::daemon {
 
@@ -23,6 +24,12 @@ struct TaskRequest {
     std::chrono::milliseconds timeout{0}; // 0: none. Counted from the moment the task reaches the front
                                           // of its worker's queue; on expiry the worker is killed and
                                           // restarted and the task fails with TIMEOUT
+    // Tasks submitted before this one to the same worker that it is ordered after (Supervisor::lane): it runs
+    // only if each of them succeeds, and fails DEPENDENCY_FAILED without running otherwise. Each must have been
+    // submitted with keep_failure.
+    std::vector<std::uint64_t> after{};
+    // Keeps this task's failure for the tasks ordered after it until Supervisor::forget_failure.
+    bool keep_failure = false;
 };
 
 struct TaskResult {

@@ -49,6 +49,7 @@ struct TaskRecord {
     std::uint64_t start_ns = 0;
     std::uint64_t end_ns = 0;
     std::optional<TaskRequest> request; // until dispatched
+    bool ordered = false;               // on a lane of the scheduler: its failure is kept until the Service saw it
     // A step the daemon runs itself instead of dispatching a request (buffer read/write): called once the
     // task is ready, outside the Service's lock; it reports its result through Service::on_result.
     std::function<void()> local;

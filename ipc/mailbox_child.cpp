@@ -43,7 +43,19 @@ TaskFrame* MailboxChild::frame(std::uint64_t dispatch_id) const noexcept {
 }
 
 bool MailboxChild::shutdown_requested() const noexcept {
-    return header()->shutdown.load(std::memory_order_acquire) != 0;
+    return header()->shutdown.load(std::memory_order_acquire) != 0 || interrupted_.load(std::memory_order_acquire);
+}
+
+bool MailboxChild::next_ready() const noexcept {
+    return frame(next_dispatch_)->state.load(std::memory_order_acquire) ==
+           static_cast<std::uint32_t>(FrameState::READY);
+}
+
+void MailboxChild::interrupt() noexcept {
+    interrupted_.store(true, std::memory_order_seq_cst);
+    // The word moves, so a next() that read it before this store does not go to sleep on the old value.
+    header()->submit_seq.fetch_add(1, std::memory_order_seq_cst);
+    futex_wake_all(low_word(&header()->submit_seq));
 }
 
 TaskFrame* MailboxChild::next(FrameTrailer& trailer, std::uint32_t spin) {

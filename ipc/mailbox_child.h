@@ -2,13 +2,15 @@
 // The child's end of its mailbox (layout: protocol/mailbox.h). It maps the memfd inherited at fork,
 // checks the header, takes READY frames in ring order and publishes their results.
 //
-// Thread safety: none; the child's main thread drives it.
+// Thread safety: the child's frame loop drives next(); finish() may run on another thread for another frame;
+// interrupt() on any thread.
 
 #include "ipc/futex.h"
 #include "ipc/mapped_region.h"
 #include "protocol/error.h"
 #include "protocol/mailbox.h"
 
+#include <atomic>
 #include <cstdint>
 #include <string_view>
 
@@ -43,6 +45,12 @@ public:
 
     bool shutdown_requested() const noexcept;
 
+    // Whether the next frame in ring order is READY now (next() would return it without waiting).
+    bool next_ready() const noexcept;
+    // Makes next() return nullptr from now on, and wakes it if it waits: the child stops taking frames (a cuda
+    // chip whose context failed). May be called from any thread of the child.
+    void interrupt() noexcept;
+
 private:
     MailboxHeader* header() const noexcept { return reinterpret_cast<MailboxHeader*>(region_.data()); }
     TaskFrame* frame(std::uint64_t dispatch_id) const noexcept;
@@ -51,6 +59,7 @@ private:
     std::uint32_t generation_;
     std::uint64_t next_dispatch_ = 0;
     AdaptiveSpin spin_;
+    std::atomic<bool> interrupted_{false};
 };
 
 } // namespace canopy::ipc

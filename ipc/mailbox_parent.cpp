@@ -69,6 +69,10 @@ std::uint64_t MailboxParent::submit(const Dispatch& d) {
         throw std::invalid_argument("task arguments of " + std::to_string(d.blob.size()) + " bytes exceed " +
                                     std::to_string(MAX_TASK_ARGS_BYTES));
     }
+    if (d.after.size() > MAX_FRAME_AFTER) {
+        throw std::invalid_argument("a frame names at most " + std::to_string(MAX_FRAME_AFTER) +
+                                    " tasks to run after, got " + std::to_string(d.after.size()));
+    }
     const bool was_idle = in_flight() == 0;
     TaskFrame* f = frame(next_dispatch_);
     copy_field(f->kernel, KERNEL_NAME_BYTES, d.kernel, "kernel name");
@@ -78,6 +82,10 @@ std::uint64_t MailboxParent::submit(const Dispatch& d) {
     f->launch = d.launch;
     f->blob_len = static_cast<std::uint32_t>(d.blob.size());
     f->timeout_ms = d.timeout_ms;
+    f->after_count = static_cast<std::uint32_t>(d.after.size());
+    f->reserved1 = 0;
+    std::fill(std::begin(f->after), std::end(f->after), std::uint64_t{0});
+    std::copy(d.after.begin(), d.after.end(), f->after);
     std::memcpy(f->blob, d.blob.data(), d.blob.size());
     sent_[next_dispatch_ % MAILBOX_FRAMES] = trailer;
     header()->submit_cpu.store(::sched_getcpu(), std::memory_order_relaxed);

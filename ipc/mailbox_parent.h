@@ -29,6 +29,7 @@ struct Dispatch {
     LaunchConfig launch{};
     std::span<const std::byte> blob;
     std::uint32_t timeout_ms = 0;
+    std::span<const std::uint64_t> after{}; // task ids of earlier frames it is ordered behind (TaskFrame::after)
 };
 
 struct Completion {
@@ -62,7 +63,7 @@ public:
     std::uint64_t oldest_in_flight() const noexcept { return next_complete_; }
 
     // Writes the next frame and publishes it READY. REQUIRES can_submit(). Throws std::invalid_argument
-    // for a kernel, target or blob that does not fit its field. Returns the dispatch id.
+    // for a kernel, target, blob or `after` list that does not fit its field. Returns the dispatch id.
     std::uint64_t submit(const Dispatch& d);
 
     // The oldest in-flight result, if finished. Throws MailboxPoisoned.

@@ -32,7 +32,7 @@
 namespace canopy {
 
 inline constexpr std::uint32_t MAILBOX_MAGIC = 0x58424d43; // "CMBX"
-inline constexpr std::uint32_t MAILBOX_LAYOUT_VERSION = 2;
+inline constexpr std::uint32_t MAILBOX_LAYOUT_VERSION = 3;
 // Frames in flight per child. A graph's tasks for one worker are queued 64 deep, so the worker runs them
 // back to back while its completion thread sleeps or waits for the CPU (with 8 frames the service ran
 // about 6 % fewer tasks per second on 2 cores). 64 frames of about 7 KiB: 450 KiB per mailbox.
@@ -40,6 +40,8 @@ inline constexpr std::uint32_t MAILBOX_FRAMES = 64;
 inline constexpr std::uint32_t KERNEL_NAME_BYTES = 64;
 inline constexpr std::uint32_t TARGET_PATH_BYTES = 64;
 inline constexpr std::uint32_t RESULT_MESSAGE_BYTES = 512;
+// Task ids a frame may name in `after`: earlier frames of this mailbox that the task is ordered behind.
+inline constexpr std::uint32_t MAX_FRAME_AFTER = 8;
 
 enum class FrameState : std::uint32_t { IDLE = 0, READY = 1, RUNNING = 2, DONE = 3, FAILED = 4 };
 
@@ -90,6 +92,12 @@ struct alignas(64) TaskFrame {
     LaunchConfig launch;
     std::uint32_t blob_len;
     std::uint32_t timeout_ms; // 0: none; a nested supervisor enforces it on its own worker
+    // The task runs only if every task named here succeeded; each is in an earlier frame of this mailbox (in
+    // ring order), which the child has taken before this one. A child fails the task DEPENDENCY_FAILED, without
+    // running it, when one of them failed, and refuses a count above MAX_FRAME_AFTER or an id it did not take.
+    std::uint32_t after_count;
+    std::uint32_t reserved1;
+    std::uint64_t after[MAX_FRAME_AFTER];
     std::byte blob[MAX_TASK_ARGS_BYTES];
     alignas(64) FrameResult result;
 };
@@ -102,7 +110,8 @@ struct alignas(64) MailboxHeader {
     std::uint32_t frame_count;
     std::uint32_t frame_bytes;
     std::uint32_t generation;                            // child incarnation this region serves
-    alignas(64) std::atomic<std::uint64_t> submit_seq;   // bumped by the parent per READY frame
+    alignas(64) std::atomic<std::uint64_t> submit_seq;   // bumped by the parent per READY frame (and by a child
+                                                         // that interrupts its own wait): a wake-up word only
     std::atomic<std::uint32_t> child_sleeping;           // child is (about to be) in FUTEX_WAIT
     std::atomic<std::int32_t> submit_cpu;                // CPU of the parent's last submit; -1 before the first
     alignas(64) std::atomic<std::uint64_t> complete_seq; // bumped by the child per finished frame
@@ -116,6 +125,7 @@ static_assert(std::is_standard_layout_v<TaskFrame>);
 static_assert(std::is_standard_layout_v<MailboxHeader>);
 static_assert(offsetof(TaskFrame, state) == 0);
 static_assert(offsetof(TaskFrame, trailer) == 64);
+static_assert(offsetof(TaskFrame, after) % 8 == 0);
 static_assert(offsetof(TaskFrame, blob) % 8 == 0);
 static_assert(offsetof(TaskFrame, result) % 64 == 0);
 static_assert(offsetof(MailboxHeader, submit_seq) == 64);

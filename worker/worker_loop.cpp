@@ -176,6 +176,22 @@ std::optional<TaskOutcome> FrameRunner::run(const FrameView& frame, const FrameD
     frame_ = &frame;
     done_ = &done;
     deferred_ = false;
+    std::optional<TaskOutcome> outcome;
+    if (const auto refused = order_.check(frame.after, frame.after_count)) {
+        outcome = TaskOutcome{refused->code, refused->message, false};
+    } else {
+        outcome = run_steps(frame);
+    }
+    if (deferred_) {
+        outcome.reset(); // the deferred FrameDone publishes it; defer() comes after every step that can throw
+    }
+    order_.record(frame.task_id, outcome ? outcome->code : ErrorCode::OK);
+    frame_ = nullptr;
+    done_ = nullptr;
+    return outcome;
+}
+
+std::optional<TaskOutcome> FrameRunner::run_steps(const FrameView& frame) noexcept {
     const std::string_view kernel = frame.kernel;
     const auto step = [&]() -> std::optional<TaskOutcome> {
         if (kernel == "@release") {
@@ -203,23 +219,16 @@ std::optional<TaskOutcome> FrameRunner::run(const FrameView& frame, const FrameD
         execute(kernel, frame.launch);
         return TaskOutcome{};
     };
-    std::optional<TaskOutcome> outcome;
     try {
-        outcome = step();
+        return step();
     } catch (...) {
         try {
-            outcome = failure(kernel);
+            return failure(kernel);
         } catch (...) {
-            outcome =
-                TaskOutcome{ErrorCode::KERNEL_FAILED, std::string(kernel) + ": an error could not be reported", false};
+            return TaskOutcome{ErrorCode::KERNEL_FAILED, std::string(kernel) + ": an error could not be reported",
+                               false};
         }
     }
-    if (deferred_) {
-        outcome.reset(); // the deferred FrameDone publishes it; defer() comes after every step that can throw
-    }
-    frame_ = nullptr;
-    done_ = nullptr;
-    return outcome;
 }
 
 int serve_frames(ipc::MailboxChild& mailbox, FrameRunner& runner) {
@@ -238,8 +247,12 @@ int serve_frames(ipc::MailboxChild& mailbox, FrameRunner& runner) {
         }
         const FrameView view{std::string_view(frame->kernel, ::strnlen(frame->kernel, KERNEL_NAME_BYTES)),
                              std::string_view(frame->target, ::strnlen(frame->target, TARGET_PATH_BYTES)),
-                             frame->launch, std::span<const std::byte>(frame->blob, frame->blob_len),
-                             frame->timeout_ms};
+                             frame->launch,
+                             std::span<const std::byte>(frame->blob, frame->blob_len),
+                             frame->timeout_ms,
+                             trailer.task_id,
+                             std::span<const std::uint64_t>(frame->after, MAX_FRAME_AFTER),
+                             frame->after_count};
         if (const auto outcome = runner.run(view, done)) {
             done(*outcome);
             if (outcome->exit_after) {

@@ -25,6 +25,7 @@
 #include "protocol/error.h"
 #include "protocol/identity.h"
 #include "protocol/task_args.h"
+#include "worker/frame_order.h"
 #include "worker/import_registry.h"
 #include "worker/kernels/builtin.h"
 
@@ -86,6 +87,9 @@ struct FrameView {
     LaunchConfig launch{};
     std::span<const std::byte> blob;
     std::uint32_t timeout_ms = 0;
+    std::uint64_t task_id = 0;
+    std::span<const std::uint64_t> after; // TaskFrame::after, all MAX_FRAME_AFTER slots
+    std::uint32_t after_count = 0;        // as the frame says; run() refuses one above after.size()
 };
 
 // Publishes the result of one frame. It may be copied and called from any thread, but exactly one call may be
@@ -108,6 +112,8 @@ private:
 
 // What one worker kind does with a frame. run() is the one dispatch every worker kind shares (chips, subs and
 // nested nodes), and never throws:
+//   order              a frame ordered after a task that failed fails DEPENDENCY_FAILED, and runs nothing
+//                      (FrameOrder); every frame's outcome is remembered for the frames after it
 //   @release           release(the identity)
 //   refuse(kernel)     a frame this kind refuses before decoding (e.g. module frames on CPU workers)
 //   decode             decode_task_args_into(blob, args_): validate_tensor on every argument, the one gate
@@ -141,6 +147,9 @@ protected:
     TaskArgs args_; // the frame being run, decoded
 
 private:
+    std::optional<TaskOutcome> run_steps(const FrameView& frame) noexcept;
+
+    FrameOrder order_;
     const FrameView* frame_ = nullptr;
     const FrameDone* done_ = nullptr;
     bool deferred_ = false;
