@@ -44,6 +44,11 @@ void resolve_all(GetProcAddress get_proc, DriverApi& api) {
     CANOPY_RESOLVE(get_proc, api, cuStreamCreate);
     CANOPY_RESOLVE(get_proc, api, cuStreamSynchronize);
     CANOPY_RESOLVE(get_proc, api, cuStreamDestroy);
+    CANOPY_RESOLVE(get_proc, api, cuEventCreate);
+    CANOPY_RESOLVE(get_proc, api, cuEventRecord);
+    CANOPY_RESOLVE(get_proc, api, cuEventQuery);
+    CANOPY_RESOLVE(get_proc, api, cuEventSynchronize);
+    CANOPY_RESOLVE(get_proc, api, cuEventDestroy);
     CANOPY_RESOLVE(get_proc, api, cuModuleLoadData);
     CANOPY_RESOLVE(get_proc, api, cuModuleGetFunction);
     CANOPY_RESOLVE(get_proc, api, cuModuleUnload);
@@ -98,6 +103,11 @@ CANOPY_SAME_PROTOTYPE(cuCtxSynchronize);
 CANOPY_SAME_PROTOTYPE(cuStreamCreate);
 CANOPY_SAME_PROTOTYPE(cuStreamSynchronize);
 CANOPY_SAME_PROTOTYPE(cuStreamDestroy);
+CANOPY_SAME_PROTOTYPE(cuEventCreate);
+CANOPY_SAME_PROTOTYPE(cuEventRecord);
+CANOPY_SAME_PROTOTYPE(cuEventQuery);
+CANOPY_SAME_PROTOTYPE(cuEventSynchronize);
+CANOPY_SAME_PROTOTYPE(cuEventDestroy);
 CANOPY_SAME_PROTOTYPE(cuModuleLoadData);
 CANOPY_SAME_PROTOTYPE(cuModuleGetFunction);
 CANOPY_SAME_PROTOTYPE(cuModuleUnload);
@@ -133,6 +143,9 @@ CANOPY_SAME_PROTOTYPE(cuMemSetAccess);
 #undef CANOPY_SAME_PROTOTYPE
 
 static_assert(STREAM_NON_BLOCKING == CU_STREAM_NON_BLOCKING);
+static_assert(EVENT_BLOCKING_SYNC == CU_EVENT_BLOCKING_SYNC);
+static_assert(EVENT_DISABLE_TIMING == CU_EVENT_DISABLE_TIMING);
+static_assert(ERROR_NOT_READY == CUDA_ERROR_NOT_READY);
 static_assert(HOST_REGISTER_DEVICEMAP == CU_MEMHOSTREGISTER_DEVICEMAP);
 static_assert(HOST_REGISTER_READ_ONLY == CU_MEMHOSTREGISTER_READ_ONLY);
 static_assert(ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);

@@ -70,6 +70,12 @@ struct DriverApi {
     CuStatus (*cuStreamCreate)(CuStream* stream, unsigned int flags) = nullptr;
     CuStatus (*cuStreamSynchronize)(CuStream stream) = nullptr;
     CuStatus (*cuStreamDestroy)(CuStream stream) = nullptr;
+    // events: completion of a chip's work, in stream order
+    CuStatus (*cuEventCreate)(CuEvent* event, unsigned int flags) = nullptr;
+    CuStatus (*cuEventRecord)(CuEvent event, CuStream stream) = nullptr;
+    CuStatus (*cuEventQuery)(CuEvent event) = nullptr;
+    CuStatus (*cuEventSynchronize)(CuEvent event) = nullptr;
+    CuStatus (*cuEventDestroy)(CuEvent event) = nullptr;
     // modules and launches
     CuStatus (*cuModuleLoadData)(CuModule* module, const void* image) = nullptr;
     CuStatus (*cuModuleGetFunction)(CuFunction* function, CuModule module, const char* name) = nullptr;

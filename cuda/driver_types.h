@@ -24,6 +24,7 @@ using CuStatus = CUresult; // what entry points return; CuResult (driver.h) is t
 using CuDevice = CUdevice;
 using CuContext = CUcontext;
 using CuStream = CUstream;
+using CuEvent = CUevent;
 using CuModule = CUmodule;
 using CuFunction = CUfunction;
 using CuDevicePtr = CUdeviceptr;
@@ -40,6 +41,7 @@ using CuStatus = int;
 using CuDevice = int;
 using CuContext = struct CUctx_st*;
 using CuStream = struct CUstream_st*;
+using CuEvent = struct CUevent_st*;
 using CuModule = struct CUmod_st*;
 using CuFunction = struct CUfunc_st*;
 using CuDevicePtr = unsigned long long;
@@ -76,6 +78,8 @@ static_assert(sizeof(CuDevicePtr) == 8, "canopy needs 64-bit device pointers");
 // Values of the driver API that canopy uses, spelled here so that they exist without the toolkit. driver.cpp
 // checks each against <cuda.h> when the toolkit is present.
 inline constexpr unsigned int STREAM_NON_BLOCKING = 0x1;      // CU_STREAM_NON_BLOCKING
+inline constexpr unsigned int EVENT_BLOCKING_SYNC = 0x1;      // CU_EVENT_BLOCKING_SYNC
+inline constexpr unsigned int EVENT_DISABLE_TIMING = 0x2;     // CU_EVENT_DISABLE_TIMING
 inline constexpr unsigned int HOST_REGISTER_DEVICEMAP = 0x02; // CU_MEMHOSTREGISTER_DEVICEMAP
 inline constexpr unsigned int HOST_REGISTER_READ_ONLY = 0x08; // CU_MEMHOSTREGISTER_READ_ONLY
 inline constexpr int ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75; // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
@@ -103,6 +107,7 @@ inline constexpr int ERROR_INVALID_VALUE = 1;
 inline constexpr int ERROR_NOT_SUPPORTED = 801;
 inline constexpr int ERROR_NO_DEVICE = 100;
 inline constexpr int ERROR_NOT_FOUND = 500;
+inline constexpr int ERROR_NOT_READY = 600;
 inline constexpr int ERROR_ECC_UNCORRECTABLE = 214;
 inline constexpr int ERROR_NVLINK_UNCORRECTABLE = 220;
 inline constexpr int ERROR_CONTAINED = 226;

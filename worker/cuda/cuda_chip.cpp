@@ -9,12 +9,14 @@
 #include "protocol/task_args.h"
 #include "worker/cuda/chip_buffers.h"
 #include "worker/cuda/fatbin.h"
+#include "worker/cuda/launch_queue.h"
 #include "worker/cuda/launcher.h"
 #include "worker/cuda/lt_matmul.h"
 #include "worker/cuda/user_modules.h"
 
 #include <cstdio>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -31,6 +33,12 @@ bool is_peer_kernel(std::string_view kernel) noexcept {
     return kernel == "peer_read" || kernel == "allgather";
 }
 
+// The chip's launch queue was poisoned by a fault of its context: no further task runs.
+class ChipPoisoned : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
 class CudaChip final : public FrameRunner {
 public:
     // Throws CudaError when the context, stream or module cannot be set up.
@@ -40,23 +48,49 @@ public:
           mailbox_(mailbox_fd, spec.generation),
           buffers_(driver, spec.path, static_cast<int>(device),
                    [control](const BufferDescriptor& d) { return request_fds(control, d); }),
+          queue_(driver, context_, "cuda chip " + spec.path, [this] { mailbox_.interrupt(); }),
           modules_(driver, spec.path, static_cast<int>(device)) {}
 
+    // Serves frames until shutdown, or until a fault of the context (found by a launch or by the launch queue)
+    // ends the chip; every task launched is reported before it returns.
     int serve() {
         send_ready(control_);
-        return serve_frames(mailbox_, *this);
+        int rc = serve_frames(mailbox_, *this);
+        queue_.drain(stream_.get());
+        if (queue_.poisoned()) {
+            rc = 1;
+        }
+        return rc;
     }
 
 private:
-    void release(const CanonicalIdentity& id) override { buffers_.release(id); }
+    // Kernels in flight may still use the buffer's mapping.
+    void release(const CanonicalIdentity& id) override {
+        queue_.drain(stream_.get());
+        buffers_.release(id);
+    }
 
     TaskOutcome failure(std::string_view kernel) override {
         try {
             throw;
         } catch (const cuda::CudaError& e) {
             return cuda_failure(kernel, e);
+        } catch (const ChipPoisoned& e) {
+            return TaskOutcome{ErrorCode::KERNEL_FAILED,
+                               std::string(kernel) + ": " + e.what() + "; the CUDA context of cuda chip " + spec_.path +
+                                   " is unusable, the chip restarts",
+                               true};
         } catch (...) {
             return outcome_of_current_exception(kernel);
+        }
+    }
+
+    // The task was launched on the stream: the launch queue reports it when the GPU has finished it. A batch of
+    // launches is sealed under one event when no further frame waits, or when it is MAX_BATCH long.
+    void launched(std::string_view kernel) {
+        queue_.add(defer(), kernel);
+        if (!mailbox_.next_ready() || queue_.unsealed() >= LaunchQueue::MAX_BATCH) {
+            queue_.seal(stream_.get());
         }
     }
 
@@ -84,6 +118,7 @@ private:
             return true;
         }
         if (kernel.starts_with(MODULE_UNLOAD_FRAME)) {
+            queue_.drain(stream_.get()); // launches of its kernels may be in flight
             modules_.unload(kernel.substr(MODULE_UNLOAD_FRAME.size()));
             return true;
         }
@@ -91,17 +126,22 @@ private:
     }
 
     void execute(std::string_view kernel, const LaunchConfig& launch) override {
+        if (const std::optional<std::string> poison = queue_.poisoned()) {
+            throw ChipPoisoned(*poison);
+        }
         if (is_module_kernel(kernel)) {
             modules_.launch(kernel, launch, args_, device_bases_, stream_.get());
-            stream_.synchronize();
+            launched(kernel);
             return;
         }
         if (kernel == "illegal_address") {
             run_illegal_address();
+            launched(kernel);
             return;
         }
         const kernels::KernelCall call{kernel, bound_, args_.scalars, nullptr, builtin_launch_flags(launch)};
         if (is_peer_kernel(kernel)) {
+            queue_.drain(stream_.get());
             execute_peer(kernel, call.launch_flags);
             return;
         }
@@ -111,10 +151,11 @@ private:
         }
         kernels::check_builtin(spec_.kind, call, spec_.fault_kernels);
         if (kernel == "copy" && dense_copy()) {
+            launched(kernel);
             return;
         }
         launcher_.launch(call, device_bases_, stream_.get());
-        stream_.synchronize();
+        launched(kernel);
     }
 
     // copy between two dense views of one dtype is a byte copy: the copy engine does it (host memory at its
@@ -136,7 +177,6 @@ private:
             return base + view.byte_offset;
         };
         CANOPY_CU(driver_, cuMemcpyAsync, address(1), address(0), bytes, stream_.get());
-        stream_.synchronize();
         return true;
     }
 
@@ -180,9 +220,6 @@ private:
                                                                    std::to_string(args_.scalars.size()) + " scalars");
         }
         launcher_.launch_illegal_address(stream_.get());
-        stream_.synchronize();
-        throw kernels::KernelError(ErrorCode::KERNEL_FAILED,
-                                   "illegal_address: the store through a bad device address did not fault");
     }
 
     // A CUDA error fails the task; a sticky one (or any error the context keeps returning) also ends the worker.
@@ -217,6 +254,8 @@ private:
     Launcher launcher_;
     ipc::MailboxChild mailbox_;
     ChipBuffers buffers_;
+    // Destroyed before the buffers, the mailbox and the context: its thread publishes results and queries events.
+    LaunchQueue queue_;
     std::vector<kernels::BoundTensor> bound_;
     std::vector<std::uint64_t> device_bases_;
     kernels::PeerTable table_{};

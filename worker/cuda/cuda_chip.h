@@ -7,21 +7,26 @@
 // the cause ("cuda chip /chip0: device 3 does not exist (2 GPUs visible)"), and the process exits with
 // FATAL_EXIT_CODE; the supervisor marks the chip dead rather than restarting it into the same failure.
 //
-// Serving: exactly the sim worker's loop (serve_frames: trailer checks, decode_task_args_into as the one gate,
-// every tensor materialized before anything runs, @release and @noop). Buffers are POSIX_SHM host buffers made
-// visible to the GPU by HostBuffers; other backends fail UNREACHABLE_BUFFER. Each call is checked with
-// kernels::check_builtin(WorkerKind::CHIP, ...) first, so it fails with the same codes and messages as on a sim
-// chip, then fill, iota, copy, scale, axpy, reduce_sum and matmul run on the GPU (Launcher; matmul through
-// cuBLASLt where it can, LtMatmul) on the chip's stream, which the task waits for; sleep_ms, abort and segfault run on
-// the CPU as on a sim chip; peer_read and allgather need symmetric buffers, which are not served yet. With fault
-// kernels enabled, illegal_address stores through a bad device address.
+// Serving: the frame loop every worker shares (serve_frames: trailer checks, the order of frames that run after
+// others, decode_task_args_into as the one gate, every tensor materialized before anything runs, @release and
+// @noop), with asynchronous launches. Buffers are POSIX_SHM host buffers made visible to the GPU and CUDA_VMM
+// device buffers (ChipBuffers). Each call is checked with kernels::check_builtin(WorkerKind::CHIP, ...) first, so
+// it fails with the same codes and messages as on a sim chip, then fill, iota, copy, scale, axpy, reduce_sum and
+// matmul (cuBLASLt where it can, LtMatmul), user module kernels and illegal_address are launched on the chip's
+// stream and handed to its LaunchQueue, which reports each once an event after it has completed: the chip
+// takes the next frame while the GPU works, up to the mailbox's 64 frames in flight, and never synchronizes per
+// task. sleep_ms, abort and segfault run on the CPU as on a sim chip. peer_read and allgather wait for the tasks
+// in flight, then run and synchronize (their device-side PE check is read back before any later task
+// launches). @release and @module_unload wait for the tasks in flight before they drop what those may use.
 //
 // CUDA failures: a failed driver call fails the task with KERNEL_FAILED, "KERNEL: CALL: CUDA_ERROR_NAME
-// (description)". After a sticky error (cuda::is_sticky, or any error the context then keeps returning) the
-// context is unusable: the failure is published, then the worker exits with status 1 and the supervisor
-// restarts it.
+// (description)". After a sticky error (cuda::is_sticky, or any error the context then keeps returning), found
+// by a launch or by the LaunchQueue's event, the context is unusable: every task in flight fails with that
+// error, the chip takes no further frame, and the worker exits with status 1 so that the supervisor restarts it
+// (the frames it had not taken fail WORKER_DIED there).
 //
-// Thread safety: runs on the process's only thread.
+// Thread safety: frames are taken and launched on the process's main thread; the LaunchQueue's thread reports
+// completions.
 
 #include "ipc/unique_fd.h"
 #include "worker/worker_loop.h"

@@ -1,0 +1,198 @@
+#include "worker/cuda/launch_queue.h"
+
+#include "ipc/futex.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+namespace canopy::worker {
+
+LaunchQueue::LaunchQueue(const cuda::Driver& driver, const cuda::PrimaryContext& context, std::string who,
+                         std::function<void()> on_poison)
+    : driver_(driver), context_(context), who_(std::move(who)), on_poison_(std::move(on_poison)), ring_(CAPACITY) {
+    events_.reserve(CAPACITY);
+    free_events_.reserve(CAPACITY);
+    for (std::size_t i = 0; i < CAPACITY; ++i) {
+        events_.emplace_back(driver_);
+        free_events_.push_back(i);
+    }
+    reporter_ = std::thread([this] { report_loop(); });
+}
+
+LaunchQueue::~LaunchQueue() {
+    {
+        std::lock_guard lock(mu_);
+        stop_ = true;
+    }
+    sealed_cv_.notify_all();
+    reporter_.join();
+    // Tasks never sealed (the chip stopped between a launch and its seal) are not known to have run.
+    for (std::size_t i = 0; i < size_; ++i) {
+        std::optional<Entry>& entry = ring_[(head_ + i) % CAPACITY];
+        entry->done(TaskOutcome{ErrorCode::KERNEL_FAILED,
+                                std::string(entry->kernel) + ": " + who_ + " stopped before the task was reported",
+                                false});
+        entry.reset();
+    }
+}
+
+void LaunchQueue::add(const FrameDone& done, std::string_view kernel) noexcept {
+    std::unique_lock lock(mu_);
+    if (poison_ || size_ == CAPACITY) {
+        const std::string text = poison_ ? failure_text(kernel) : std::string(kernel) + ": launch queue full";
+        lock.unlock();
+        done(TaskOutcome{ErrorCode::KERNEL_FAILED, text, false});
+        return;
+    }
+    std::optional<Entry>& entry = ring_[(head_ + size_) % CAPACITY];
+    entry.emplace(Entry{done, {}, NO_EVENT});
+    const std::size_t n = std::min<std::size_t>(kernel.size(), KERNEL_NAME_BYTES - 1);
+    std::memcpy(entry->kernel, kernel.data(), n);
+    entry->kernel[n] = '\0';
+    ++size_;
+}
+
+std::size_t LaunchQueue::unsealed() const noexcept {
+    std::lock_guard lock(mu_);
+    return size_ - sealed_;
+}
+
+void LaunchQueue::seal(cuda::CuStream stream) noexcept {
+    {
+        std::lock_guard lock(mu_);
+        if (size_ == sealed_ || poison_) {
+            return;
+        }
+        std::optional<Entry>& last = ring_[(head_ + size_ - 1) % CAPACITY];
+        // One event per sealed batch, at most one batch per entry: the pool never runs out.
+        const std::size_t event = free_events_.back();
+        try {
+            events_[event].record(stream);
+        } catch (const cuda::CudaError& e) {
+            poison_locked(e.what(), last->kernel);
+        }
+        if (!poison_) {
+            free_events_.pop_back();
+            last->event = event;
+            sealed_ = size_;
+        }
+    }
+    sealed_cv_.notify_one();
+}
+
+void LaunchQueue::drain(cuda::CuStream stream) noexcept {
+    seal(stream);
+    std::unique_lock lock(mu_);
+    drained_cv_.wait(lock, [&] { return size_ == 0; });
+}
+
+std::optional<std::string> LaunchQueue::poisoned() const {
+    std::lock_guard lock(mu_);
+    return poison_;
+}
+
+void LaunchQueue::report_loop() {
+    try {
+        context_.make_current();
+    } catch (const cuda::CudaError& e) {
+        std::lock_guard lock(mu_);
+        poison_locked(e.what(), "");
+    }
+    bool poison_reported = false;
+    for (;;) {
+        std::size_t count = 0;
+        std::size_t event = NO_EVENT;
+        {
+            std::unique_lock lock(mu_);
+            sealed_cv_.wait(lock, [&] { return sealed_ > 0 || poison_ || stop_; });
+            if (poison_) {
+                count = size_;
+            } else if (sealed_ == 0) {
+                return; // stop_, with nothing sealed left to report
+            } else {
+                while (ring_[(head_ + count) % CAPACITY]->event == NO_EVENT) {
+                    ++count;
+                }
+                event = ring_[(head_ + count) % CAPACITY]->event;
+                ++count;
+            }
+        }
+        if (event == NO_EVENT) {
+            publish(count, true);
+            if (!poison_reported) {
+                poison_reported = true;
+                if (on_poison_) {
+                    on_poison_();
+                }
+            }
+            std::unique_lock lock(mu_);
+            sealed_cv_.wait(lock, [&] { return stop_ || size_ > 0; });
+            if (stop_ && size_ == 0) {
+                return;
+            }
+            continue;
+        }
+        try {
+            wait_for(events_[event]);
+        } catch (const cuda::CudaError& e) {
+            std::lock_guard lock(mu_);
+            poison_locked(e.what(), ring_[(head_ + count - 1) % CAPACITY]->kernel);
+            continue;
+        }
+        publish(count, false);
+    }
+}
+
+void LaunchQueue::wait_for(const cuda::Event& event) const {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(SPIN_US);
+    for (std::uint32_t i = 0; std::chrono::steady_clock::now() < until; ++i) {
+        if (event.query()) {
+            return;
+        }
+        ipc::spin_pause(i);
+    }
+    event.synchronize();
+}
+
+void LaunchQueue::publish(std::size_t count, bool failed) {
+    std::array<std::optional<FrameDone>, CAPACITY> done;
+    std::array<std::string, CAPACITY> text;
+    {
+        std::lock_guard lock(mu_);
+        for (std::size_t i = 0; i < count; ++i) {
+            std::optional<Entry>& entry = ring_[head_];
+            done[i].emplace(entry->done);
+            if (failed) {
+                text[i] = failure_text(entry->kernel);
+            }
+            if (entry->event != NO_EVENT) {
+                free_events_.push_back(entry->event);
+            }
+            entry.reset();
+            head_ = (head_ + 1) % CAPACITY;
+        }
+        size_ -= count;
+        sealed_ = sealed_ > count ? sealed_ - count : 0;
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+        (*done[i])(failed ? TaskOutcome{ErrorCode::KERNEL_FAILED, std::move(text[i]), false} : TaskOutcome{});
+    }
+    drained_cv_.notify_all();
+}
+
+void LaunchQueue::poison_locked(const std::string& why, std::string_view kernel) {
+    if (!poison_) {
+        poison_ = why;
+        ::dprintf(2, "canopy: %s: %s%s%s; the CUDA context is unusable, the chip restarts\n", who_.c_str(),
+                  std::string(kernel).c_str(), kernel.empty() ? "" : ": ", why.c_str());
+    }
+    sealed_cv_.notify_all();
+}
+
+std::string LaunchQueue::failure_text(std::string_view kernel) const {
+    return std::string(kernel) + ": " + poison_.value_or("unknown error") + "; the CUDA context of " + who_ +
+           " is unusable, the chip restarts";
+}
+
+} // namespace canopy::worker
