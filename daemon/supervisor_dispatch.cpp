@@ -18,6 +18,10 @@ namespace {
 constexpr std::uint32_t RUN_SPIN = 2000;
 // Spin iterations of a completion thread waiting for a result, before it blocks.
 constexpr std::uint32_t RESULT_SPIN = 2000;
+// The same while a frame is in flight on a machine with CPUs to spare (a GPU host): up to about a millisecond,
+// so that a result of a task of that length (a large reduction, a matmul) is taken without a futex wake, which
+// after such an idle stretch costs 40-100 us. AdaptiveSpin shortens it for a worker whose tasks run longer.
+constexpr std::uint32_t RESULT_SPIN_SPARE = 50000;
 
 // Whether this machine has CPUs for idle completion threads to spin on: on 2 CPUs the io thread, a worker and
 // the client already take them (docs/performance.md).
@@ -312,7 +316,8 @@ TaskResult Supervisor::run(TaskRequest request) {
         }
         meeting->cv.notify_one();
     });
-    for (std::uint32_t i = 0; i < RUN_SPIN && !meeting->ready.load(std::memory_order_acquire); ++i) {
+    const std::uint32_t spin = spare_cpus() ? RESULT_SPIN_SPARE : RUN_SPIN;
+    for (std::uint32_t i = 0; i < spin && !meeting->ready.load(std::memory_order_acquire); ++i) {
         ipc::spin_pause(i);
     }
     std::unique_lock lock(meeting->mu);
@@ -448,7 +453,9 @@ void Supervisor::completion_loop(ChildSlot& slot, Incarnation& inc) {
         // submitting task after task), then blocks. With nothing in flight on a machine of few CPUs it blocks at
         // once: its spin would take a CPU from the io thread and the worker. A submit into the empty mailbox
         // wakes a blocked wait, so that it spins while that frame runs.
-        inc.mailbox->wait_activity(seen, busy || spare_cpus() ? RESULT_SPIN : 0);
+        inc.mailbox->wait_activity(seen, busy && spare_cpus() ? RESULT_SPIN_SPARE
+                                         : busy || spare_cpus() ? RESULT_SPIN
+                                                                : 0);
     }
 }
 

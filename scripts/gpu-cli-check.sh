@@ -3,6 +3,7 @@
 # cuda chip per visible GPU, two subs) on a private socket and state directory, then
 #   cuda_vmm buffers written and read back through `canopy buffer write/read` (a staged copy by the chip),
 #   a graph that scales on chip0, copies across GPUs on chip1 (peer access) and sums into a shm buffer,
+#   a chain of 501 dependent tasks on chip0 (ordered by its stream) and its final value,
 #   a symmetric cuda_vmm buffer filled per rank and gathered on every chip,
 #   peer_read with a pe outside the world refused with PE_OUT_OF_RANGE and exit code 1,
 #   a clean shutdown that leaves no shm object behind.
@@ -81,6 +82,33 @@ want = float(2 * sum(range(1024)))
 print("sum over the copy on the last GPU:", got, "expected", want)
 assert got == want
 PY
+
+# A chain of 500 dependent tasks on chip0, which the chip's stream orders: y = 0, then y += a 500 times.
+y=$("$canopy" buffer create --bytes 4096 --backend vmm --on chip0 --json | json_field id)
+python3 - "$a" "$y" >"$work/chain.json" <<'PY'
+import json, sys
+a, y = sys.argv[1], sys.argv[2]
+view = lambda b, tag: {"tensor": {"buffer": b, "dtype": "float32", "shape": [1024]}, "tag": tag}
+tasks = [{"name": "zero", "kernel": "fill", "on": "chip0", "args": [view(y, "output"), {"scalar": {"float32": 0.0}}]}]
+tasks += [{"name": "add%d" % k, "kernel": "axpy", "on": "chip0",
+           "args": [view(a, "input"), view(y, "inout"), {"scalar": {"float32": 1.0}}]} for k in range(500)]
+print(json.dumps({"tasks": tasks}))
+PY
+"$canopy" run "$work/chain.json" --wait --json >"$work/chain.out" || fail "the chain failed: $(head -c 2000 "$work/chain.out")"
+python3 - "$work/chain.out" <<'PY' || fail "a task of the chain did not complete"
+import json, sys
+states = [t["state"] for t in json.load(open(sys.argv[1]))["tasks"]]
+assert states == ["completed"] * 501, states[:5]
+print("chain of 501 tasks on chip0: all completed")
+PY
+step "$canopy" buffer read "$y" --to "$work/chain.bin"
+python3 - "$work/chain.bin" <<'PY' || fail "the chain's final value is wrong"
+import struct, sys
+v = struct.unpack("<1024f", open(sys.argv[1], "rb").read())
+assert all(v[i] == 500.0 * 2 * i for i in range(1024)), v[:4]
+print("chain result: y[i] = 1000 i for all 1024 elements")
+PY
+"$canopy" buffer release "$y"
 
 world=chip0
 [ "$gpus" -gt 1 ] && world=chip0,chip1

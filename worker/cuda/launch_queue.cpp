@@ -24,6 +24,7 @@ LaunchQueue::~LaunchQueue() {
     {
         std::lock_guard lock(mu_);
         stop_ = true;
+        signals_.fetch_add(1, std::memory_order_release);
     }
     sealed_cv_.notify_all();
     reporter_.join();
@@ -77,6 +78,10 @@ void LaunchQueue::seal(cuda::CuStream stream) noexcept {
             last->event = event;
             sealed_ = size_;
         }
+        signals_.fetch_add(1, std::memory_order_release);
+        if (!reporter_waiting_) {
+            return; // it is busy or spinning, and sees the new batch without a wake-up
+        }
     }
     sealed_cv_.notify_one();
 }
@@ -105,7 +110,18 @@ void LaunchQueue::report_loop() {
         std::size_t event = NO_EVENT;
         {
             std::unique_lock lock(mu_);
-            sealed_cv_.wait(lock, [&] { return sealed_ > 0 || poison_ || stop_; });
+            const auto work = [&] { return sealed_ > 0 || poison_ || stop_; };
+            if (!work()) {
+                // Spin first: a task is usually sealed within microseconds of the last report while work flows,
+                // and a condition-variable wake-up costs tens of microseconds.
+                const std::uint64_t seen = signals_.load(std::memory_order_acquire);
+                lock.unlock();
+                idle_spin(seen);
+                lock.lock();
+                reporter_waiting_ = true;
+                sealed_cv_.wait(lock, work);
+                reporter_waiting_ = false;
+            }
             if (poison_) {
                 count = size_;
             } else if (sealed_ == 0) {
@@ -141,6 +157,16 @@ void LaunchQueue::report_loop() {
             continue;
         }
         publish(count, false);
+    }
+}
+
+void LaunchQueue::idle_spin(std::uint64_t seen) const noexcept {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(IDLE_SPIN_US);
+    for (std::uint32_t i = 0; signals_.load(std::memory_order_acquire) == seen; ++i) {
+        if (i % 64 == 63 && std::chrono::steady_clock::now() >= until) {
+            return;
+        }
+        ipc::spin_pause(i);
     }
 }
 
@@ -182,6 +208,7 @@ void LaunchQueue::publish(std::size_t count, bool failed) {
 }
 
 void LaunchQueue::poison_locked(const std::string& why, std::string_view kernel) {
+    signals_.fetch_add(1, std::memory_order_release);
     if (!poison_) {
         poison_ = why;
         ::dprintf(2, "canopy: %s: %s%s%s; the CUDA context is unusable, the chip restarts\n", who_.c_str(),

@@ -5,8 +5,8 @@
 // The chip's frame loop launches a task and add()s its FrameDone; seal() records one event on the stream after
 // the tasks added since the last seal, which then complete together when that event does (the loop seals when
 // no further frame is waiting, and every MAX_BATCH tasks). The reporting thread waits for the oldest sealed
-// event (spinning on cuEventQuery for up to SPIN, then blocking in cuEventSynchronize) and publishes each of its
-// tasks as succeeded. No task is reported before its event completed, and none is reported twice.
+// event (spinning on cuEventQuery for up to SPIN_US, then blocking in cuEventSynchronize) and publishes each of
+// its tasks as succeeded; with nothing sealed it spins for IDLE_SPIN_US, then sleeps until the next seal. No task is reported before its event completed, and none is reported twice.
 //
 // A failed event query or record is a fault of the context (a kernel's illegal address, say): the queue is then
 // poisoned. Every task it holds, and every task added later, is published failed, KERNEL_FAILED with the
@@ -24,6 +24,7 @@
 #include "worker/worker_loop.h"
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
@@ -39,8 +40,12 @@ class LaunchQueue {
 public:
     // Tasks sealed under one event at most.
     static constexpr std::size_t MAX_BATCH = 16;
-    // How long the reporting thread polls an event before it blocks on it, in microseconds.
-    static constexpr std::uint64_t SPIN_US = 100;
+    // How long the reporting thread polls an event before it blocks on it, in microseconds: a blocking wait
+    // costs tens of microseconds to wake from, which a task of a millisecond should not pay; past this a task is
+    // long enough for that not to matter.
+    static constexpr std::uint64_t SPIN_US = 20000;
+    // How long the reporting thread, with nothing sealed, spins for the next batch before it blocks.
+    static constexpr std::uint64_t IDLE_SPIN_US = 200;
 
     // Creates the events in `context` (current on the calling thread) and starts the reporting thread.
     // `who` names the chip in messages ("cuda chip /chip0"). Throws CudaError.
@@ -73,6 +78,8 @@ private:
     static constexpr std::size_t CAPACITY = MAILBOX_FRAMES;
 
     void report_loop();
+    // Returns once signals_ moved from `seen`, or after IDLE_SPIN_US.
+    void idle_spin(std::uint64_t seen) const noexcept;
     // Waits for `event` (spin, then block). Throws CudaError.
     void wait_for(const cuda::Event& event) const;
     // Publishes the oldest `count` entries, succeeded, or `failed` with the poison's text. REQUIRES mu_ not held.
@@ -96,6 +103,9 @@ private:
     std::size_t sealed_ = 0; // entries of the ring covered by a recorded event, from head_
     std::optional<std::string> poison_;
     bool stop_ = false;
+    bool reporter_waiting_ = false; // in sealed_cv_.wait: a seal must notify
+    // Bumped (under mu_) by every seal, poisoning and stop: what the reporting thread spins on while idle.
+    std::atomic<std::uint64_t> signals_{0};
     std::thread reporter_;
 };
 
