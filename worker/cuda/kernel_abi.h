@@ -94,8 +94,8 @@ static_assert(sizeof(FaultParams) == 8);
 
 // Launch geometry the host and the kernels agree on.
 inline constexpr unsigned ELEMENTWISE_BLOCK = 256;
-// The strided element-wise kernels run on at most this many blocks (8 waves of full blocks on an H200), one per
-// ELEMENTWISE_BLOCK elements for shorter views; their grid-stride loops cover the rest.
+// The strided element-wise kernels run on at most this many blocks (about 8 waves of 8 blocks per SM on an H200), one
+// per ELEMENTWISE_BLOCK elements for shorter views; their grid-stride loops cover the rest.
 inline constexpr unsigned ELEMENTWISE_GRID = 8192;
 // The _vector element-wise kernels run on at most this many blocks: 8 blocks of ELEMENTWISE_BLOCK threads on each
 // of an H200's 132 SMs is a full wave (2048 threads per SM), and the grid-stride loop covers the rest. Fewer for
