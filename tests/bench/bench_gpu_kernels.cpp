@@ -15,6 +15,7 @@
 #include "ipc/mapped_region.h"
 #include "ipc/sys_error.h"
 #include "tests/cuda/gpu_probe.h"
+#include "torch_baseline.h"
 #include "worker/kernels/half.h"
 
 #include <algorithm>
@@ -24,10 +25,8 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <random>
-#include <sstream>
 #include <string>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -58,28 +57,8 @@ const std::vector<Case> CASES{
     {"reduce_fp32", "reduce_sum float32 2^26", DataType::FLOAT32, 1u << 26, false, 200, 0.80},
 };
 
-const char* TORCH_SCRIPT = R"(
-import statistics, sys, time
-import torch
-torch.backends.cuda.matmul.allow_tf32 = False
-torch.backends.cudnn.allow_tf32 = False
-torch.set_float32_matmul_precision('highest')
-def bench(name, f, n):
-    for _ in range(3):
-        f()
-    torch.cuda.synchronize()
-    walls, events = [], []
-    for _ in range(n):
-        s = torch.cuda.Event(enable_timing=True)
-        e = torch.cuda.Event(enable_timing=True)
-        t0 = time.perf_counter()
-        s.record()
-        f()
-        e.record()
-        torch.cuda.synchronize()
-        walls.append((time.perf_counter() - t0) * 1e3)
-        events.append(s.elapsed_time(e))
-    print(name, statistics.median(walls), statistics.median(events), flush=True)
+// The cases, after torch_baseline.h's prelude.
+const char* TORCH_CASES = R"(
 a = torch.randn(4096, 4096, device='cuda')
 b = torch.randn(4096, 4096, device='cuda')
 bench('matmul_fp32', lambda: a @ b, 20)
@@ -89,47 +68,13 @@ bench('matmul_bf16', lambda: a @ b, 20)
 del a, b
 x = torch.randn(1 << 26, device='cuda')
 bench('reduce_fp32', lambda: x.sum(), 200)
-print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(), flush=True)
 )";
 
-struct Timing {
-    double wall_ms = 0;  // median per call
-    double inner_ms = 0; // canopy: the chip's start..end; torch: CUDA events
-};
+using bench::Timing;
 
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-// torch's timings by case name, and its version line; empty when python3 or torch is missing.
-std::map<std::string, Timing> run_torch(std::string& version) {
-    const std::filesystem::path script =
-        std::filesystem::temp_directory_path() / ("canopy-bench-torch-" + std::to_string(::getpid()) + ".py");
-    std::ofstream(script) << TORCH_SCRIPT;
-    const char* python = std::getenv("CANOPY_BENCH_PYTHON");
-    const std::string command = std::string(python != nullptr ? python : "python3") + " " + script.string() + " 2>&1";
-    std::map<std::string, Timing> out;
-    if (FILE* pipe = ::popen(command.c_str(), "r")) {
-        char line[512];
-        while (std::fgets(line, sizeof line, pipe) != nullptr) {
-            std::istringstream in(line);
-            std::string name;
-            Timing t;
-            in >> name;
-            if (name == "torch") {
-                version = line;
-                version.erase(version.find_last_not_of('\n') + 1);
-            } else if (in >> t.wall_ms >> t.inner_ms) {
-                out[name] = t;
-            } else {
-                std::printf("torch: %s", line);
-            }
-        }
-        ::pclose(pipe);
-    }
-    std::filesystem::remove(script);
-    return out;
 }
 
 // Random values in [-1, 1) of `dtype` (float32 or bfloat16) written into a POSIX_SHM buffer, then copied into `to`.
@@ -229,7 +174,7 @@ int main() {
         return 0;
     }
     std::string torch_version;
-    const std::map<std::string, Timing> torch = run_torch(torch_version);
+    const std::map<std::string, Timing> torch = bench::run_torch(TORCH_CASES, torch_version);
     std::printf("bench_gpu_kernels: %s\n",
                 torch.empty() ? "torch not available (canopy alone)" : torch_version.c_str());
     const auto state = std::filesystem::temp_directory_path() / ("canopy-bench-kernels-" + std::to_string(::getpid()));

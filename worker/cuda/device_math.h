@@ -8,6 +8,7 @@
 //                              The algorithm of worker/kernels/half.cpp, in integer operations only.
 //   float16_to_float, bfloat16_to_float   exact widening
 //   element_offset(view, i)    byte offset of element i of a DeviceView from its origin
+//   vectorizable, vector_split, vectors_pair   which views the 16-byte vector kernels take and how they split
 //
 // Thread safety: pure functions.
 
@@ -154,6 +155,38 @@ CANOPY_HD std::uint64_t element_offset(const cuda_abi::DeviceView& v, std::uint6
         return element_offset_in<std::uint32_t>(v, static_cast<std::uint32_t>(i));
     }
     return element_offset_in<std::uint64_t>(v, i);
+}
+
+// Whether the vector kernels (16-byte loads and stores) can take view `v`: contiguous (one dimension whose stride
+// is the element size, as make_device_view leaves every dense view) with its origin a multiple of the element
+// size, which divides 16 for every dtype.
+CANOPY_HD bool vectorizable(const cuda_abi::DeviceView& v) {
+    return v.ndims == 1 && v.element_size != 0 && v.strides[0] == v.element_size && 16 % v.element_size == 0 &&
+           v.origin % v.element_size == 0;
+}
+
+// A vectorizable view cut at 16-byte boundaries: elements [0, head) lie before its first boundary, [head,
+// tail_start) fill `vectors` whole 16-byte vectors from that boundary on (16 / element_size elements each), and
+// [tail_start, count) follow the last whole vector. A view shorter than its head is all head.
+struct VectorSplit {
+    std::uint64_t head;
+    std::uint64_t vectors;
+    std::uint64_t tail_start;
+};
+
+// REQUIRES: origin % element_size == 0 and element_size divides 16.
+CANOPY_HD VectorSplit vector_split(std::uint64_t origin, std::uint64_t count, std::uint64_t element_size) {
+    const std::uint64_t lead = ((16 - origin % 16) % 16) / element_size;
+    const std::uint64_t head = lead < count ? lead : count;
+    const std::uint64_t vectors = (count - head) / (16 / element_size);
+    return {head, vectors, head + vectors * (16 / element_size)};
+}
+
+// Whether `in` can be read with the 16-byte vectors in which `out` is written: both vectorizable, with the same
+// element size and the same origin modulo 16, so that their splits coincide. REQUIRES: equal element counts.
+CANOPY_HD bool vectors_pair(const cuda_abi::DeviceView& out, const cuda_abi::DeviceView& in) {
+    return vectorizable(out) && vectorizable(in) && in.element_size == out.element_size &&
+           in.origin % 16 == out.origin % 16;
 }
 
 } // namespace canopy::worker::cuda_math

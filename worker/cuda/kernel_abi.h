@@ -5,9 +5,10 @@
 // compilers lay them out alike; the sizes are pinned below.
 //
 // Kernel names: "canopy_KERNEL_DTYPE" with DTYPE as protocol's to_string(DataType) ("canopy_axpy_bfloat16"),
-// for fill, iota, copy, scale, axpy, reduce_partial, reduce_dense and reduce_finish (every dtype), matmul
-// (float dtypes); "canopy_peer_read_bN" and "canopy_allgather_bN" for element sizes N = 1, 2, 4, 8; plus
-// "canopy_illegal_address".
+// for fill, iota, copy, scale, axpy (any views), fill_vector, iota_vector, copy_vector, scale_vector,
+// axpy_vector (a written view that cuda_math::vectorizable takes; 16-byte loads and stores), reduce_partial,
+// reduce_dense and reduce_finish (every dtype), matmul (float dtypes); "canopy_peer_read_bN" and "canopy_allgather_bN"
+// for element sizes N = 1, 2, 4, 8; plus "canopy_illegal_address".
 //
 // Thread safety: plain values.
 
@@ -31,7 +32,8 @@ struct DeviceView {
 };
 static_assert(sizeof(DeviceView) == 152);
 
-// fill(out, value), iota(out), copy(in, out), scale(x = out, a = scalar), axpy(in = x, out = y, a = scalar).
+// fill(out, value), iota(out), copy(in, out), scale(x = out, a = scalar), axpy(in = x, out = y, a = scalar);
+// the same for their _vector entry points.
 struct ElementwiseParams {
     DeviceView out;       // the written view (scale's x, axpy's y)
     DeviceView in;        // the read view (copy's in, axpy's x); unused otherwise
@@ -92,6 +94,15 @@ static_assert(sizeof(FaultParams) == 8);
 
 // Launch geometry the host and the kernels agree on.
 inline constexpr unsigned ELEMENTWISE_BLOCK = 256;
+// The strided element-wise kernels run on at most this many blocks (about 8 waves of 8 blocks per SM on an H200), one
+// per ELEMENTWISE_BLOCK elements for shorter views; their grid-stride loops cover the rest.
+inline constexpr unsigned ELEMENTWISE_GRID = 8192;
+// The _vector element-wise kernels run on at most this many blocks: 8 blocks of ELEMENTWISE_BLOCK threads on each
+// of an H200's 132 SMs is a full wave (2048 threads per SM), and the grid-stride loop covers the rest. Fewer for
+// short views: one block per ELEMENTWISE_BLOCK vectors. Each thread keeps ELEMENTWISE_VECTOR_UNROLL 16-byte vectors
+// in flight.
+inline constexpr unsigned ELEMENTWISE_VECTOR_GRID = 8 * 132;
+inline constexpr unsigned ELEMENTWISE_VECTOR_UNROLL = 4;
 inline constexpr unsigned REDUCE_BLOCK = 256;
 // reduce_sum's first pass runs on at most this many blocks: 4 resident blocks on each of an H200's 132 SMs (the
 // kernels' launch bounds keep 4 resident), so the pass runs in one wave there. Fewer for short views: one block

@@ -4,6 +4,7 @@
 // value. The semantics are docs/kernels.md's: bit for bit, except float reduce_sum, whose tree order differs from
 // the CPU's within the bound docs/kernels.md states (see device_ops.cuh, reduce.cuh, matmul.cuh).
 #include "worker/cuda/elementwise.cuh"
+#include "worker/cuda/elementwise_vector.cuh"
 #include "worker/cuda/matmul.cuh"
 #include "worker/cuda/peer.cuh"
 #include "worker/cuda/reduce.cuh"
@@ -17,9 +18,10 @@ using namespace canopy::worker::cuda_kernels;
         kernel##_body<Ops>(p);                                                                                         \
     }
 
-#define CANOPY_COPY_KERNEL(dtype, Bits)                                                                                \
-    extern "C" __global__ void __launch_bounds__(ELEMENTWISE_BLOCK) canopy_copy_##dtype(const ElementwiseParams p) {   \
-        copy_body<Bits>(p);                                                                                            \
+#define CANOPY_COPY_KERNEL(kernel, dtype, Bits)                                                                        \
+    extern "C" __global__ void __launch_bounds__(ELEMENTWISE_BLOCK)                                                    \
+        canopy_##kernel##_##dtype(const ElementwiseParams p) {                                                         \
+        kernel##_body<Bits>(p);                                                                                        \
     }
 
 #define CANOPY_REDUCE_KERNEL(kernel, dtype, Ops)                                                                       \
@@ -33,7 +35,12 @@ using namespace canopy::worker::cuda_kernels;
     CANOPY_ELEMENTWISE_KERNEL(iota, dtype, Ops)                                                                        \
     CANOPY_ELEMENTWISE_KERNEL(scale, dtype, Ops)                                                                       \
     CANOPY_ELEMENTWISE_KERNEL(axpy, dtype, Ops)                                                                        \
-    CANOPY_COPY_KERNEL(dtype, Bits)                                                                                    \
+    CANOPY_COPY_KERNEL(copy, dtype, Bits)                                                                              \
+    CANOPY_ELEMENTWISE_KERNEL(fill_vector, dtype, Ops)                                                                 \
+    CANOPY_ELEMENTWISE_KERNEL(iota_vector, dtype, Ops)                                                                 \
+    CANOPY_ELEMENTWISE_KERNEL(scale_vector, dtype, Ops)                                                                \
+    CANOPY_ELEMENTWISE_KERNEL(axpy_vector, dtype, Ops)                                                                 \
+    CANOPY_COPY_KERNEL(copy_vector, dtype, Bits)                                                                       \
     CANOPY_REDUCE_KERNEL(reduce_partial, dtype, Ops)                                                                   \
     CANOPY_REDUCE_KERNEL(reduce_dense, dtype, Ops)                                                                     \
     CANOPY_REDUCE_KERNEL(reduce_finish, dtype, Ops)

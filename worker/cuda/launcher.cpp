@@ -1,6 +1,7 @@
 #include "worker/cuda/launcher.h"
 
 #include "worker/cuda/device_view.h"
+#include "worker/cuda/elementwise_plan.h"
 #include "worker/cuda/kernel_abi.h"
 #include "worker/kernels/detail/element_ops.h"
 
@@ -19,7 +20,7 @@ constexpr std::array<DataType, 9> ALL_DTYPES{DataType::FLOAT32, DataType::FLOAT1
                                              DataType::INT16,   DataType::INT32,   DataType::INT64};
 
 // Grid-stride kernels never need more blocks than this to fill an H200 (132 SMs) many times over.
-constexpr std::uint64_t MAX_ELEMENTWISE_BLOCKS = 8192;
+constexpr std::uint64_t MAX_ELEMENTWISE_BLOCKS = cuda_abi::ELEMENTWISE_GRID;
 // CUDA's limit for gridDim.y, which matmul uses for rows of tiles.
 constexpr std::uint64_t MAX_GRID_Y = 65535;
 
@@ -43,8 +44,9 @@ unsigned blocks_for(std::uint64_t count, std::uint64_t per_block, std::uint64_t 
 }
 
 const char* kernel_name(std::size_t kernel) {
-    static constexpr std::array<const char*, 9> NAMES{
-        "fill", "iota", "copy", "scale", "axpy", "reduce_partial", "reduce_dense", "reduce_finish", "matmul"};
+    static constexpr std::array<const char*, 14> NAMES{
+        "fill",        "iota",         "copy",        "scale",          "axpy",         "fill_vector",   "iota_vector",
+        "copy_vector", "scale_vector", "axpy_vector", "reduce_partial", "reduce_dense", "reduce_finish", "matmul"};
     return NAMES.at(kernel);
 }
 
@@ -118,7 +120,8 @@ void Launcher::launch(const kernels::KernelCall& call, std::span<const std::uint
     }
 }
 
-// fill, iota, scale: args[0] is the written view. copy and axpy: args[0] is read, args[1] written.
+// fill, iota, scale: args[0] is the written view. copy and axpy: args[0] is read, args[1] written. `kernel` is the
+// strided entry point; its _vector twin lies KERNEL_VECTOR_STEP further on.
 void Launcher::elementwise(Kernel kernel, const kernels::KernelCall& call, std::span<const std::uint64_t> bases,
                            cuda::CuStream stream) const {
     cuda_abi::ElementwiseParams p{};
@@ -131,8 +134,10 @@ void Launcher::elementwise(Kernel kernel, const kernels::KernelCall& call, std::
     if (!call.scalars.empty()) {
         p.scalar = scalar_bits(out.dtype, call.scalars[0]);
     }
-    const unsigned blocks = blocks_for(p.out.count, cuda_abi::ELEMENTWISE_BLOCK, MAX_ELEMENTWISE_BLOCKS);
-    run(function(kernel, out.dtype), {blocks, 1, 1}, {cuda_abi::ELEMENTWISE_BLOCK, 1, 1}, stream, p);
+    const ElementwisePlan plan = plan_elementwise(p.out);
+    const Kernel entry =
+        plan.vector ? static_cast<Kernel>(static_cast<std::size_t>(kernel) + KERNEL_VECTOR_STEP) : kernel;
+    run(function(entry, out.dtype), {plan.blocks, 1, 1}, {cuda_abi::ELEMENTWISE_BLOCK, 1, 1}, stream, p);
 }
 
 void Launcher::reduce_sum(const kernels::KernelCall& call, std::span<const std::uint64_t> bases,

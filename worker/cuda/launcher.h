@@ -9,6 +9,10 @@
 // allgather through launch_peer(); illegal_address through launch_illegal_address(). The rest of the built-ins touch no
 // buffer memory or are not served here.
 //
+// fill, iota, copy, scale and axpy run on their _vector entry points (16-byte loads and stores) when the written
+// view is contiguous, else on the strided ones, as plan_elementwise (elementwise_plan.h) decides; both give the
+// same bits.
+//
 // matmul goes to cuBLASLt (LtMatmul) when the Launcher was given one and it takes the call; otherwise, and always
 // for a Launcher without one, canopy's tiled kernel runs it, with the CPU's bits. reduce_sum is a two-pass tree
 // (reduce.cuh), with 16-byte loads for contiguous views.
@@ -61,18 +65,29 @@ public:
 
 private:
     // The entry points of the module, per dtype.
+    // FILL..AXPY take any views; FILL_VECTOR..AXPY_VECTOR (the same order) a vectorizable written view.
     enum class Kernel : std::uint8_t {
         FILL,
         IOTA,
         COPY,
         SCALE,
         AXPY,
+        FILL_VECTOR,
+        IOTA_VECTOR,
+        COPY_VECTOR,
+        SCALE_VECTOR,
+        AXPY_VECTOR,
         REDUCE_PARTIAL,
         REDUCE_DENSE,
         REDUCE_FINISH,
         MATMUL
     };
-    static constexpr std::size_t KERNEL_COUNT = 9;
+    static constexpr std::size_t KERNEL_COUNT = 14;
+    static constexpr std::size_t KERNEL_VECTOR_STEP = 5; // from each strided entry point to its _vector twin
+    static_assert(static_cast<std::size_t>(Kernel::FILL_VECTOR) ==
+                      static_cast<std::size_t>(Kernel::FILL) + KERNEL_VECTOR_STEP &&
+                  static_cast<std::size_t>(Kernel::AXPY_VECTOR) ==
+                      static_cast<std::size_t>(Kernel::AXPY) + KERNEL_VECTOR_STEP);
     static constexpr std::size_t DTYPE_SLOTS = 10; // indexed by DataType's raw value, 1..9
 
     cuda::CuFunction function(Kernel kernel, DataType dtype) const;

@@ -90,13 +90,12 @@ template <class Ops>
 __device__ void reduce_dense_body(const cuda_abi::ReduceParams& p) {
     using V = typename Ops::V;
     constexpr std::uint64_t SIZE = sizeof(V);
-    constexpr std::uint64_t PER = 16 / SIZE;
     const std::uint64_t origin = p.x.origin;
     const std::uint64_t count = p.x.count;
-    const std::uint64_t lead = ((16 - origin % 16) % 16) / SIZE;
-    const std::uint64_t head = lead < count ? lead : count;
-    const std::uint64_t vectors = (count - head) / PER;
-    const std::uint64_t tail = head + vectors * PER;
+    const cuda_math::VectorSplit split = cuda_math::vector_split(origin, count, SIZE);
+    const std::uint64_t head = split.head;
+    const std::uint64_t vectors = split.vectors;
+    const std::uint64_t tail = split.tail_start;
     const std::uint64_t body = origin + head * SIZE;
     const std::uint64_t threads = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
     const std::uint64_t t = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
