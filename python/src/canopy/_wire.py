@@ -35,6 +35,17 @@ def close_fds(fds: list[int]) -> None:
             pass
 
 
+def parse_reply(body: bytes, what: str) -> dict[str, Any]:
+    """A reply body as its JSON object; raises Unreachable for anything else."""
+    try:
+        obj = json.loads(body)
+    except ValueError as e:
+        raise Unreachable(f"{what} from canopyd is not JSON ({e})") from None
+    if not isinstance(obj, dict):
+        raise Unreachable(f"{what} from canopyd is not a JSON object")
+    return obj
+
+
 class Connection:
     """A connected control socket. ``request`` sends one frame and reads its reply."""
 
@@ -178,16 +189,11 @@ class Connection:
     def parse(self, body: bytes, fds: list[int], what: str) -> dict[str, Any]:
         """A frame body as its JSON object; a body that is not one closes the connection."""
         try:
-            obj = json.loads(body)
-        except ValueError as e:
+            return parse_reply(body, what)
+        except Unreachable:
             close_fds(fds)
             self.close()
-            raise Unreachable(f"{what} from canopyd is not JSON ({e}); closing the connection") from None
-        if not isinstance(obj, dict):
-            close_fds(fds)
-            self.close()
-            raise Unreachable(f"{what} from canopyd is not a JSON object; closing the connection")
-        return obj
+            raise
 
     def receive_attachment(self, out: memoryview, what: str = "an attachment") -> None:
         """Reads exactly len(out) raw bytes that follow a reply frame into ``out`` (a writable byte view)."""

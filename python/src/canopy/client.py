@@ -16,9 +16,9 @@ import json
 import os
 import threading
 from types import TracebackType
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from ._wire import Connection, close_fds
+from ._wire import Connection, close_fds, parse_reply
 from .buffer import Buffer, FdGrant
 from .errors import BadRequest, Unreachable, error_from_reply
 from .futures import GraphFuture, GraphResult, TaskFuture, Waiter, task_error
@@ -84,10 +84,10 @@ class Client:
         return self._conn
 
     def _exchange(
-        self, body: bytes, what: str, attachment: Any = None, into: memoryview | None = None
+        self, body: bytes, what: str, attachment: Any = None, sink: Callable[[int], memoryview] | None = None
     ) -> tuple[dict[str, Any], list[int], int]:
         """Sends one request on the ordered connection and reads its reply (raising its error), its fds and,
-        with ``into``, the attachment that follows it. Returns (reply, fds, attachment bytes read)."""
+        with ``sink``, the attachment that follows it, into ``sink(N)``. Returns (reply, fds, N)."""
         with self._lock:
             conn = self._ordered()
             try:
@@ -106,10 +106,12 @@ class Client:
             n = 0
             if reply.get("ok", False) and "attachment" in reply:
                 n = int(reply["attachment"])
+                into = sink(n) if sink is not None else None
                 if into is None or n > len(into):
                     conn.discard_attachment(n)
                     close_fds(fds)
-                    raise BadRequest(f"{what}: the reply carries {n} attached bytes; {len(into or b'')} expected")
+                    expected = 0 if into is None else len(into)
+                    raise BadRequest(f"{what}: the reply carries {n} attached bytes; at most {expected} expected")
                 conn.receive_attachment(into[:n])
         if not reply.get("ok", False):
             close_fds(fds)
@@ -210,25 +212,29 @@ class Client:
     def read_buffer(self, buffer_id: str, nbytes: int | None = None, offset: int = 0) -> bytearray:
         """``buffer.read`` with an attachment: ``nbytes`` (default: to the end) from ``offset``. A read past
         the end returns the bytes there are."""
-        if nbytes is None:
-            nbytes = max(self.show_buffer(buffer_id).nbytes - offset, 0)
-        out = bytearray(nbytes)
-        n = self._read(buffer_id, memoryview(out), offset)
-        if n < nbytes:
-            del out[n:]
-        return out
+        out: list[bytearray] = []
+
+        def sink(n: int) -> memoryview:
+            out.append(bytearray(n))
+            return memoryview(out[0])
+
+        self._read(buffer_id, nbytes, offset, sink)
+        return out[0] if out else bytearray()
 
     def read_buffer_into(self, buffer_id: str, out: Any, offset: int = 0) -> int:
-        """``buffer.read`` of len(out) bytes from ``offset`` straight into a writable bytes-like object."""
+        """``buffer.read`` of len(out) bytes from ``offset`` straight into a writable bytes-like object;
+        returns the count read (fewer past the end of the buffer)."""
         view = _bytes_view(out)
         if view.readonly:
             raise ValueError("out: expected a writable bytes-like object")
-        return self._read(buffer_id, view, offset)
+        return self._read(buffer_id, len(view), offset, lambda n: view)
 
-    def _read(self, buffer_id: str, into: memoryview, offset: int) -> int:
-        head = {"op": "buffer.read", "buffer": buffer_id, "offset": offset, "bytes": len(into), "attachment": True}
+    def _read(self, buffer_id: str, nbytes: int | None, offset: int, sink: Callable[[int], memoryview]) -> int:
+        head: dict[str, Any] = {"op": "buffer.read", "buffer": buffer_id, "offset": offset, "attachment": True}
+        if nbytes is not None:
+            head["bytes"] = nbytes
         body = json.dumps(head, separators=(",", ":")).encode()
-        _, fds, n = self._exchange(body, "buffer.read", into=into)
+        _, fds, n = self._exchange(body, "buffer.read", sink=sink)
         close_fds(fds)
         return n
 
@@ -266,7 +272,7 @@ class Client:
         """``submit``: runs ``kernel`` on worker ``on`` with tagged tensors and scalars; returns a future of
         its final TaskState. A rejected or failed task's future raises its typed error."""
         text = '{"op":"submit","task":' + task_text(name, kernel, on, args, launch, params) + "}"
-        reply = json.loads(self._accept(text, "submit"))
+        reply = parse_reply(self._accept(text, "submit"), "the reply to submit")
         if not reply.get("ok", False):
             state = TaskState.from_json(reply["task"]) if isinstance(reply.get("task"), dict) else None
             future = TaskFuture(self, state or TaskState(0, name or kernel, kernel, on, "rejected"))
@@ -287,7 +293,7 @@ class Client:
         body = self._accept('{"op":"run","graph":' + text + "}", "run")
         accepted = GraphResult.from_body(body, count)
         if accepted is None:
-            reply = json.loads(body)
+            reply = parse_reply(body, "the reply to run")
             if not reply.get("ok", False):
                 raise error_from_reply(reply)
             accepted = GraphResult(raw=reply["tasks"])

@@ -20,7 +20,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, overload
 
 from . import _scan
-from ._wire import Connection, close_fds
+from ._wire import Connection, close_fds, parse_reply
 from .errors import CanopyError, Unreachable, error_for, error_from_reply
 from .types import FINAL_STATES, TaskState
 
@@ -206,13 +206,13 @@ class GraphFuture(Future):  # type: ignore[type-arg]
             chunk = GraphResult.from_body(body, count)
             if chunk is None:
                 try:
-                    reply = json.loads(body)
+                    reply = parse_reply(body, "the reply to a wait")
                     if reply.get("ok", False):
                         chunk = GraphResult(raw=reply["tasks"])
                     else:
                         exc = error_from_reply(reply)
-                except (ValueError, KeyError, TypeError) as e:
-                    exc = Unreachable(f"the reply to a wait from canopyd is not one ({e})")
+                except Unreachable as e:
+                    exc = e
         with self._lock:
             if self.done():
                 return
@@ -341,11 +341,11 @@ class Waiter:
             obj = None
             if body is not None:
                 try:
-                    obj = json.loads(body)
+                    obj = parse_reply(body, "the reply to a wait")
                     if obj.get("ok", False):
                         obj = {"ok": True, "task": obj["tasks"][0]}
-                except (ValueError, KeyError, IndexError, TypeError) as e:
-                    obj, exc = None, Unreachable(f"the reply to a wait from canopyd is not one ({e})")
+                except Unreachable as e:
+                    obj, exc = None, e
             future._finish(obj, exc)
 
         self.wait([future.task_id], done)
