@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import time
 
 import numpy as np
 import pytest
@@ -155,8 +156,15 @@ def test_fds_do_not_leak_in_this_process(client: canopy.Client, buf: canopy.Buff
     assert len(os.listdir("/proc/self/fd")) == before
 
 
+def shm_buffers(client: canopy.Client) -> int:
+    (line,) = [x for x in client.metrics().splitlines() if x.startswith('canopy_buffers{backend="posix_shm"}')]
+    return int(float(line.split()[-1]))
+
+
 def test_mapping_outlives_the_release(client: canopy.Client) -> None:
+    before = shm_buffers(client)
     b = client.create_buffer(4096)
+    assert shm_buffers(client) == before + 1
     view = b.numpy("uint8")
     view[:3] = [7, 8, 9]
     b.release()
@@ -164,6 +172,42 @@ def test_mapping_outlives_the_release(client: canopy.Client) -> None:
     view[3] = 10
     assert list(view[:4]) == [7, 8, 9, 10]
     assert b.id not in [x.id for x in client.list_buffers()]
+    assert shm_buffers(client) == before
+
+
+def test_fd_hand_overs_leak_no_fd_in_the_daemon(client: canopy.Client, buf: canopy.Buffer) -> None:
+    fd_dir = f"/proc/{client.status()['pid']}/fd"
+    if not os.access(fd_dir, os.R_OK):
+        pytest.skip(f"{fd_dir} is not readable by this uid")
+
+    def files() -> list[str]:  # the daemon's fds but its sockets, which come and go with other clients
+        links = []
+        for fd in os.listdir(fd_dir):
+            try:
+                links.append(os.readlink(f"{fd_dir}/{fd}"))
+            except FileNotFoundError:
+                pass
+        return sorted(x for x in links if not x.startswith("socket:"))
+
+    def settled() -> int:
+        # The daemon closes its copy of a handed-over fd once the reply's first byte is sent, which can be
+        # just after the client has it: count again until the count holds still.
+        last, deadline = len(files()), time.monotonic() + 5
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            now = len(files())
+            if now == last:
+                return now
+            last = now
+        return last
+
+    buf.fds().close()
+    before = settled()
+    for i in range(1000):
+        buf.fds("read" if i % 2 else "readwrite").close()
+    with pytest.raises(canopy.UnknownBuffer):
+        client.buffer_fds("00000000000000000000000000000000.99.1")
+    assert settled() <= before, files()
 
 
 def test_tensor_numpy_follows_strides_and_offset(buf: canopy.Buffer) -> None:

@@ -156,6 +156,32 @@ def test_done_callbacks_run(client: canopy.Client) -> None:
     assert seen == [f.task_id]
 
 
+def test_closing_the_client_fails_the_futures_still_waiting(daemon: Daemon) -> None:
+    c = canopy.connect(daemon.socket)
+    f = c.submit("sleep_ms", "sub1", canopy.i64(300))
+    c.close()
+    with pytest.raises(canopy.Unreachable):
+        f.result(timeout=10)
+    with pytest.raises(canopy.Unreachable, match="the client is closed"):
+        c.submit("sleep_ms", "sub1", canopy.i64(0))
+
+
+def test_futures_fail_unreachable_when_the_daemon_dies() -> None:
+    d = Daemon()
+    try:
+        c = canopy.connect(d.socket)
+        f = c.submit("sleep_ms", "sub0", canopy.i64(5000))
+        d.proc.kill()
+        d.proc.wait()
+        with pytest.raises(canopy.Unreachable):
+            f.result(timeout=10)
+        with pytest.raises(canopy.Unreachable):
+            c.status()
+        c.close()
+    finally:
+        d.stop()
+
+
 # -- every error a task can get ---------------------------------------------------------------------------
 
 

@@ -65,6 +65,10 @@ class Client:
         for conn in pool:
             conn.close()
 
+    def __del__(self) -> None:
+        if not getattr(self, "closed", True):
+            self.close()
+
     def __enter__(self) -> Client:
         return self
 
