@@ -72,6 +72,10 @@ def _ints(values: Sequence[Any], what: str) -> tuple[int, ...]:
     return tuple([_int(v, f"{what}[{i}]") for i, v in enumerate(values)])
 
 
+# The encoded "buffer" and "dtype" members of recent (buffer, dtype) pairs.
+_heads: dict[tuple[str, str], str] = {}
+
+
 def row_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
     strides = [1] * len(shape)
     for i in range(len(shape) - 2, -1, -1):
@@ -102,13 +106,22 @@ class Tensor:
         self.owner: Buffer | None = buffer if buffer_id is not None else None  # type: ignore[assignment]
         self.buffer_id: str = buffer_id if buffer_id is not None else str(buffer)
         self.dtype: str = dtype if dtype.__class__ is str and dtype in DTYPE_SIZES else dtype_name(dtype)
-        self.shape: tuple[int, ...] = (
-            (_int(shape, "shape[0]"),) if isinstance(shape, (int, np.integer)) else _ints(shape, "shape")
-        )
+        if shape.__class__ is int:
+            self.shape: tuple[int, ...] = (shape,)
+            dims = str(shape)
+        else:
+            self.shape = (
+                (_int(shape, "shape[0]"),) if isinstance(shape, (int, np.integer)) else _ints(shape, "shape")
+            )
+            dims = ",".join(map(str, self.shape))
         self.strides: tuple[int, ...] | None = None if strides is None else _ints(strides, "strides")
         self.byte_offset: int = byte_offset if byte_offset.__class__ is int else _int(byte_offset, "byte_offset")
-        text = '{"buffer":' + encode_basestring(self.buffer_id) + ',"dtype":"' + self.dtype + '","shape":['
-        text += ",".join(map(str, self.shape)) + "]"
+        head = _heads.get((self.buffer_id, self.dtype))
+        if head is None:
+            head = '{"buffer":' + encode_basestring(self.buffer_id) + ',"dtype":"' + self.dtype + '","shape":['
+            if len(_heads) < 4096:
+                _heads[(self.buffer_id, self.dtype)] = head
+        text = head + dims + "]"
         if self.strides is not None:
             text += ',"strides":[' + ",".join(map(str, self.strides)) + "]"
         if self.byte_offset:
