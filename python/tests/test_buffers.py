@@ -242,3 +242,16 @@ def test_tensor_rejects_unknown_dtypes_and_non_integer_shapes(buf: canopy.Buffer
         buf.tensor(np.complex64, 4)
     with pytest.raises(TypeError, match=r"shape\[0\]: expected an integer, got 2.0"):
         buf.tensor("float32", (2.0,))  # type: ignore[arg-type]
+
+
+def test_each_rank_of_a_symmetric_buffer_has_its_own_view(client: canopy.Client) -> None:
+    with client.create_buffer(64, backend="symmetric", world=["chip0", "chip1"]) as s:
+        assert s.backend == "sim_vmm" and len(s.map().regions) == 2
+        t = s.tensor("int32", 16)
+        # A tensor over a symmetric buffer names the copy of the rank that runs the task.
+        client.submit("fill", "chip0", canopy.Out(t), canopy.i64(3)).result(timeout=10)
+        client.submit("fill", "chip1", canopy.Out(t), canopy.i64(4)).result(timeout=10)
+        assert list(s.numpy("int32", rank=0)) == [3] * 16
+        assert list(s.numpy("int32", rank=1)) == [4] * 16
+        with pytest.raises(IndexError, match="rank 2: this buffer has 2 mapped copies"):
+            s.numpy("int32", rank=2)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import io
 import re
-from pathlib import Path
 
 import pytest
 
@@ -65,7 +64,7 @@ def test_every_python_example_runs_and_prints_what_the_page_says(monkeypatch: py
         assert ran >= 8
         lines = out.getvalue().splitlines()
         assert len(lines) == len(EXPECTED), lines
-        for line, pattern in zip(lines, EXPECTED):
+        for line, pattern in zip(lines, EXPECTED, strict=True):
             assert re.fullmatch(pattern, line), (line, pattern)
         assert d.proc.wait(timeout=15) == 0  # the last example shut the daemon down
     finally:

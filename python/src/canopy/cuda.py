@@ -256,7 +256,11 @@ class CudaMapping:
         """A DLPack producer for the view ``t`` of rank ``rank``'s copy."""
         strides = t.strides if t.strides is not None else row_major_strides(t.shape)
         size = DTYPE_SIZES[t.dtype]
-        extent = 0 if any(s == 0 for s in t.shape) else (sum((n - 1) * s for n, s in zip(t.shape, strides)) + 1) * size
+        extent = (
+            0
+            if any(s == 0 for s in t.shape)
+            else (sum((n - 1) * s for n, s in zip(t.shape, strides, strict=True)) + 1) * size
+        )
         if t.byte_offset > self.nbytes or extent > self.nbytes - t.byte_offset:
             raise ValueError(f"{t!r} reaches past the end of the {self.nbytes}-byte buffer {self.buffer_id}")
         return DLPackView(self, self.pointer(rank) + t.byte_offset, t.dtype, t.shape, strides, (_DL_CUDA, self.device))

@@ -110,9 +110,7 @@ class Tensor:
             self.shape: tuple[int, ...] = (shape,)
             dims = str(shape)
         else:
-            self.shape = (
-                (_int(shape, "shape[0]"),) if isinstance(shape, (int, np.integer)) else _ints(shape, "shape")
-            )
+            self.shape = (_int(shape, "shape[0]"),) if isinstance(shape, (int, np.integer)) else _ints(shape, "shape")
             dims = ",".join(map(str, self.shape))
         self.strides: tuple[int, ...] | None = None if strides is None else _ints(strides, "strides")
         self.byte_offset: int = byte_offset if byte_offset.__class__ is int else _int(byte_offset, "byte_offset")
