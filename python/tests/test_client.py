@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from typing import Any, Callable
 
 import pytest
@@ -202,3 +203,17 @@ def test_a_uid_not_allowed_is_unauthorized(daemon: Daemon) -> None:
     assert as_uid(NOBODY - 1, status).startswith(
         f"UNAUTHORIZED: uid {NOBODY - 1} (gid {NOBODY - 1}) may not use this daemon"
     )
+
+
+def test_connections_closed_for_idleness_are_replaced() -> None:
+    d = Daemon(control={"idle_timeout_ms": 100})
+    try:
+        with canopy.connect(d.socket) as c:
+            assert c.submit("sleep_ms", "sub0", canopy.i64(0)).result(timeout=10).ok
+            assert c.execute("sleep_ms", "sub0", canopy.i64(0)).ok
+            time.sleep(0.5)  # the ordered connection, the wait lane and the pooled connection all close
+            assert c.status()["workers"]
+            assert c.submit("sleep_ms", "sub0", canopy.i64(0)).result(timeout=10).ok
+            assert c.execute("sleep_ms", "sub0", canopy.i64(0)).ok
+    finally:
+        d.stop()

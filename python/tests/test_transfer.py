@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import canopy
+from conftest import Daemon
 
 
 def test_write_then_read_round_trips_the_bytes(buf: canopy.Buffer) -> None:
@@ -84,3 +85,19 @@ def test_a_task_and_a_write_are_ordered(client: canopy.Client, buf: canopy.Buffe
     buf.write(np.full(4, 9.0, dtype=np.float32))  # after the fill: ordered over those bytes
     got = np.frombuffer(buf.read(), dtype=np.float32)
     assert list(got[:5]) == [9.0, 9.0, 9.0, 9.0, 2.0]
+
+
+def test_an_attachment_over_the_limit_is_refused_and_the_client_reconnects() -> None:
+    d = Daemon(control={"max_attachment_bytes": 1024})
+    try:
+        with canopy.connect(d.socket) as c, c.create_buffer(4096) as b:
+            with pytest.raises(canopy.BadRequest) as e:
+                b.write(b"\x01" * 4096)
+            assert e.value.message.startswith(
+                "attachment of 4096 bytes exceeds control.max_attachment_bytes (1024)"
+            ), e.value.message
+            # The daemon closed that connection; the next request goes out on a new one.
+            assert b.write(b"\x02" * 1024) == 1024
+            assert bytes(b.read(2)) == b"\x02\x02"
+    finally:
+        d.stop()

@@ -255,9 +255,14 @@ class _Lane:
             self.pending.append(callback)
             try:
                 self.conn.send(body, None, "a wait request")
-            except BaseException:
+            except Unreachable as e:
                 self.pending.pop()
-                raise
+                self.dead = e
+                failed = e
+            else:
+                return
+        self._on_dead(self)  # no further wait goes to this lane; its reader ends on the closed connection
+        raise failed
 
     def _read_loop(self) -> None:
         while True:
@@ -327,10 +332,14 @@ class Waiter:
         if timeout_ms is not None:
             body += ',"timeout_ms":' + str(int(timeout_ms))
         body += "}"
-        try:
-            self._lane().send(body.encode(), callback)
-        except Unreachable as e:
-            callback(None, e)
+        # A lane the daemon closed a moment ago (idle too long) refuses the send; a second lane is tried once.
+        for attempt in (1, 2):
+            try:
+                self._lane().send(body.encode(), callback)
+                return
+            except Unreachable as e:
+                if attempt == 2 or self._closed:
+                    callback(None, e)
 
     def track_task(self, future: TaskFuture) -> None:
         if future.accepted.state in FINAL_STATES:
