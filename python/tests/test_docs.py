@@ -40,7 +40,7 @@ EXPECTED = [
     r"\[\]",
     r"NO_CONSUMER",
     r"True",
-    r"/sub1",
+    r"sub1",
 ]
 
 

@@ -66,25 +66,44 @@ def test_a_write_past_the_end_is_bad_request_and_the_connection_stays(buf: canop
 
 
 def test_writes_and_reads_of_unknown_and_released_buffers_fail(client: canopy.Client) -> None:
-    with pytest.raises(canopy.UnknownBuffer):
-        client.write_buffer("00000000000000000000000000000000.99.1", b"abc")
-    with pytest.raises(canopy.UnknownBuffer):
-        client.read_buffer("00000000000000000000000000000000.99.1", 3)
+    unknown = "00000000000000000000000000000000.99.1"
+    message = f"buffer: no buffer '{unknown}' (not a buffer ID nor a preloaded arena's name)"
+    with pytest.raises(canopy.UnknownBuffer) as e:
+        client.write_buffer(unknown, b"abc")
+    assert e.value.message == message
+    with pytest.raises(canopy.UnknownBuffer) as e:
+        client.read_buffer(unknown, 3)
+    assert e.value.message == message
     b = client.create_buffer(4096)
     b.release()
-    with pytest.raises((canopy.StaleBuffer, canopy.UnknownBuffer)):
-        b.write(b"abc")
-    with pytest.raises((canopy.StaleBuffer, canopy.UnknownBuffer)):
-        b.read(3)
-    assert client.status()["workers"]
+    for call in (lambda: b.write(b"abc"), lambda: b.read(3)):
+        with pytest.raises(canopy.StaleBuffer) as e:
+            call()
+        assert e.value.message == f"buffer: buffer {b.id} was released"
+    assert client.status()["workers"]  # the refused attachment was read and dropped: the stream holds
 
 
-def test_a_task_and_a_write_are_ordered(client: canopy.Client, buf: canopy.Buffer) -> None:
+def test_an_offset_past_the_end_is_bad_request(buf: canopy.Buffer) -> None:
+    with pytest.raises(canopy.BadRequest) as e:
+        buf.read(3, offset=5000)
+    assert e.value.message == "offset 5000 is past the end of the 4096-byte buffer"
+    with pytest.raises(canopy.BadRequest) as e:
+        buf.write(b"x", offset=4097)
+    assert e.value.message == "offset 4097 is past the end of the 4096-byte buffer"
+
+
+def test_transfers_are_ordered_with_tasks(client: canopy.Client, buf: canopy.Buffer) -> None:
     t = buf.tensor("float32", 1024)
-    client.submit("fill", "sub0", canopy.Out(t), canopy.f32(2.0))
-    buf.write(np.full(4, 9.0, dtype=np.float32))  # after the fill: ordered over those bytes
+    client.submit("sleep_ms", "sub0", canopy.i64(50))
+    client.submit("fill", "sub0", canopy.Out(t), canopy.f32(2.0))  # queued behind the sleep on sub0
+    # Without waiting: the read waits for the fill, which writes its bytes.
+    assert set(np.frombuffer(buf.read(), dtype=np.float32)) == {2.0}
+    client.submit("scale", "sub1", canopy.InOut(t), canopy.f32(3.0))
+    buf.write(np.full(4, 9.0, dtype=np.float32))  # after the scale: ordered over those bytes
+    f = client.submit("scale", "sub0", canopy.InOut(t), canopy.f32(2.0))  # after the write
+    assert f.result(timeout=10).ok
     got = np.frombuffer(buf.read(), dtype=np.float32)
-    assert list(got[:5]) == [9.0, 9.0, 9.0, 9.0, 2.0]
+    assert list(got[:5]) == [18.0, 18.0, 18.0, 18.0, 12.0]
 
 
 def test_an_attachment_over_the_limit_is_refused_and_the_client_reconnects() -> None:
@@ -93,9 +112,9 @@ def test_an_attachment_over_the_limit_is_refused_and_the_client_reconnects() -> 
         with canopy.connect(d.socket) as c, c.create_buffer(4096) as b:
             with pytest.raises(canopy.BadRequest) as e:
                 b.write(b"\x01" * 4096)
-            assert e.value.message.startswith(
-                "attachment of 4096 bytes exceeds control.max_attachment_bytes (1024)"
-            ), e.value.message
+            assert e.value.message == (
+                "attachment of 4096 bytes exceeds control.max_attachment_bytes (1024); closing the connection"
+            )
             # The daemon closed that connection; the next request goes out on a new one.
             assert b.write(b"\x02" * 1024) == 1024
             assert bytes(b.read(2)) == b"\x02\x02"

@@ -66,6 +66,8 @@ class Connection:
         self._end = 0  # one past the last byte received
         self._fds: list[int] = []  # received, not yet handed to a reply
         self.closed = False
+        self.sent = 0  # frames sent: a connection that has sent none is fresh
+        self.received = 0  # bytes received
 
     def close(self) -> None:
         if not self.closed:
@@ -109,6 +111,7 @@ class Connection:
     def send(self, body: bytes, attachment: Any = None, what: str = "a request") -> None:
         """Sends one frame whose body is ``body`` (UTF-8 JSON), then the attachment's bytes, if any."""
         header = len(body).to_bytes(_HEADER, "little")
+        self.sent += 1
         try:
             if attachment is None or len(attachment) < _CHUNK:
                 self._sock.sendall(header + body + (bytes(attachment) if attachment is not None else b""))
@@ -141,6 +144,7 @@ class Connection:
         if n == 0:
             self.close()
             raise Unreachable(f"canopyd at {self.path} closed the connection before {what}")
+        self.received += n
         return n
 
     def _ensure(self, n: int, what: str) -> None:

@@ -16,7 +16,7 @@ import json
 import os
 import threading
 from types import TracebackType
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from ._wire import Connection, close_fds, parse_reply
 from .buffer import Buffer, FdGrant
@@ -26,6 +26,7 @@ from .graph import Graph, task_text
 from .types import BufferInfo, ModuleInfo, TaskState
 
 DEFAULT_SOCKET = "/run/canopy/canopy.sock"
+T = TypeVar("T")
 _POOL_KEEP = 4
 
 
@@ -87,13 +88,29 @@ class Client:
             self._conn = Connection(self.socket_path)
         return self._conn
 
+    def _retrying(self, call: Callable[[Connection], T]) -> T:
+        """Runs ``call`` on the ordered connection (REQUIRES: self._lock). When a connection that had served
+        requests before turns out closed, and no byte of a reply came, the daemon closed it before it read
+        this request (it closes idle connections, and a connection whose stream it cannot trust after an
+        earlier reply): ``call`` runs once more, on a new connection."""
+        for attempt in (1, 2):
+            conn = self._ordered()
+            reused, before = conn.sent > 0, conn.received
+            try:
+                return call(conn)
+            except Unreachable:
+                if attempt == 2 or not reused or conn.received != before or self.closed:
+                    raise
+                conn.close()
+        raise AssertionError("unreachable")
+
     def _exchange(
         self, body: bytes, what: str, attachment: Any = None, sink: Callable[[int], memoryview] | None = None
     ) -> tuple[dict[str, Any], list[int], int]:
         """Sends one request on the ordered connection and reads its reply (raising its error), its fds and,
         with ``sink``, the attachment that follows it, into ``sink(N)``. Returns (reply, fds, N)."""
-        with self._lock:
-            conn = self._ordered()
+
+        def exchange(conn: Connection) -> tuple[dict[str, Any], list[int], int]:
             try:
                 conn.send(body, attachment, what)
             except Unreachable as send_error:
@@ -117,6 +134,10 @@ class Client:
                     expected = 0 if into is None else len(into)
                     raise BadRequest(f"{what}: the reply carries {n} attached bytes; at most {expected} expected")
                 conn.receive_attachment(into[:n])
+            return reply, fds, n
+
+        with self._lock:
+            reply, fds, n = self._retrying(exchange)
         if not reply.get("ok", False):
             close_fds(fds)
             raise error_from_reply(reply)
@@ -131,29 +152,42 @@ class Client:
 
     # -- pooled connections, for requests that wait in the server -----------------------------------------
 
-    def _pooled(self, body: bytes, what: str) -> dict[str, Any]:
+    def _pool_take(self) -> Connection:
         with self._pool_lock:
             conn = self._pool.pop() if self._pool else None
-        if conn is not None and not conn.usable():
-            conn = None
-        if conn is None:
-            if self.closed:
-                raise Unreachable("the client is closed")
-            conn = Connection(self.socket_path)
-        try:
-            conn.send(body, None, what)
-            reply, fds = conn.receive(f"the reply to {what}")
-        except BaseException:
-            conn.close()
-            raise
-        close_fds(fds)
+        if conn is not None and conn.usable():
+            return conn
+        if self.closed:
+            raise Unreachable("the client is closed")
+        return Connection(self.socket_path)
+
+    def _pool_give(self, conn: Connection) -> None:
         with self._pool_lock:
             if len(self._pool) < _POOL_KEEP and not self.closed:
                 self._pool.append(conn)
-                conn = None
-        if conn is not None:
-            conn.close()
-        return reply
+                return
+        conn.close()
+
+    def _pooled(self, body: bytes, what: str) -> dict[str, Any]:
+        for attempt in (1, 2):
+            conn = self._pool_take()
+            reused, before = conn.sent > 0, conn.received
+            try:
+                conn.send(body, None, what)
+                reply, fds = conn.receive(f"the reply to {what}")
+            except Unreachable:
+                conn.close()
+                # As in _retrying: a reused connection the daemon closed before it read this request.
+                if attempt == 2 or not reused or conn.received != before:
+                    raise
+                continue
+            except BaseException:
+                conn.close()
+                raise
+            close_fds(fds)
+            self._pool_give(conn)
+            return reply
+        raise AssertionError("unreachable")
 
     # -- status and workers -------------------------------------------------------------------------------
 
@@ -257,10 +291,14 @@ class Client:
 
     def _accept(self, body: str, what: str) -> bytes:
         """Sends submit or run without waiting in the server; returns the reply's body, errors included."""
+        data = body.encode()
+
+        def accept(conn: Connection) -> tuple[bytes, list[int]]:
+            conn.send(data, None, what)
+            return conn.receive_raw(f"the reply to {what}")
+
         with self._lock:
-            conn = self._ordered()
-            conn.send(body.encode(), None, what)
-            reply, fds = conn.receive_raw(f"the reply to {what}")
+            reply, fds = self._retrying(accept)
         close_fds(fds)
         return reply
 

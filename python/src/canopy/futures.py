@@ -326,16 +326,25 @@ class Waiter:
             if lane in self._lanes:
                 self._lanes.remove(lane)
 
-    def wait(self, ids: list[int], callback: Callback, timeout_ms: int | None = None) -> None:
-        """Sends one wait for ``ids`` (at most MAX_WAIT_IDS); ``callback(reply, None)`` or ``(None, exc)``."""
+    def wait(self, ids: list[int], callback: Callback, timeout_ms: int | None = None, again: bool = True) -> None:
+        """Sends one wait for ``ids`` (at most MAX_WAIT_IDS); ``callback(reply, None)`` or ``(None, exc)``.
+
+        A wait whose lane closes before its reply (the daemon closes idle connections) is sent once more on
+        another lane; waiting is idempotent. A daemon that is gone fails the second one too."""
         body = '{"op":"wait","task_ids":[' + ",".join(map(str, ids)) + "]"
         if timeout_ms is not None:
             body += ',"timeout_ms":' + str(int(timeout_ms))
-        body += "}"
-        # A lane the daemon closed a moment ago (idle too long) refuses the send; a second lane is tried once.
+        data = (body + "}").encode()
+
+        def on_reply(reply: bytes | None, exc: BaseException | None) -> None:
+            if exc is not None and again and not self._closed:
+                self.wait(ids, callback, timeout_ms, again=False)
+            else:
+                callback(reply, exc)
+
         for attempt in (1, 2):
             try:
-                self._lane().send(body.encode(), callback)
+                self._lane().send(data, on_reply)
                 return
             except Unreachable as e:
                 if attempt == 2 or self._closed:
