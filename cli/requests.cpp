@@ -1,9 +1,9 @@
 #include "cli/requests.h"
 
-#include "cli/base64.h"
 #include "cli/cli_error.h"
 #include "cli/tensor_spec.h"
 #include "cli/units.h"
+#include "protocol/base64.h"
 
 #include <cerrno>
 #include <charconv>

@@ -1,8 +1,8 @@
 #include "cli/transfer.h"
 
-#include "cli/base64.h"
 #include "cli/cli_error.h"
 #include "ipc/mapped_region.h"
+#include "protocol/base64.h"
 
 #include <algorithm>
 #include <istream>

@@ -44,6 +44,8 @@ inline constexpr std::uint32_t MAX_METRICS_CONNECTIONS = 4096;
 // control.max_queued_reply_bytes: 64 KiB to 1 GiB.
 inline constexpr std::uint64_t MIN_QUEUED_REPLY_BYTES = std::uint64_t{64} << 10;
 inline constexpr std::uint64_t MAX_QUEUED_REPLY_BYTES = std::uint64_t{1} << 30;
+// control.max_attachment_bytes: 0 to 2^48, the largest buffer.
+inline constexpr std::uint64_t MAX_ATTACHMENT_BYTES = std::uint64_t{1} << 48;
 inline constexpr std::uint64_t MAX_PRELOAD_BYTES = std::uint64_t{1} << 40;
 inline constexpr std::uint32_t MAX_RESTART_BUDGET = 1000;
 // Every *_ms duration fits the int milliseconds that poll, epoll_wait and timerfd callers take.
@@ -88,6 +90,8 @@ struct ControlConfig {
     std::chrono::milliseconds frame_timeout{10'000};
     std::chrono::milliseconds idle_timeout{300'000};
     std::uint64_t max_queued_reply_bytes = std::uint64_t{16} << 20;
+    // Raw bytes one buffer.write may carry after its frame (docs/control-protocol.md, "Attachments").
+    std::uint64_t max_attachment_bytes = std::uint64_t{64} << 30;
 
     bool operator==(const ControlConfig&) const = default;
 };

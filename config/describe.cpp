@@ -65,6 +65,7 @@ void describe_control(std::ostream& out, const ControlConfig& control) {
     out << "  connections: at most " << control.max_connections << ", frame timeout " << ms(control.frame_timeout)
         << ", idle timeout " << ms(control.idle_timeout) << ", reply budget " << control.max_queued_reply_bytes
         << " bytes\n";
+    out << "  largest attachment: " << control.max_attachment_bytes << " bytes\n";
 }
 
 void describe_preloads(std::ostream& out, const std::vector<PreloadConfig>& preloads) {

@@ -35,7 +35,7 @@ void check_backoff(const ObjectReader& object, const SupervisionConfig& supervis
 ControlConfig parse_control(const Field& field) {
     const ObjectReader object(field, {"socket", "allow_uids", "allow_gids", "admin_uids", "admin_gids",
                                       "max_frame_bytes", "task_history", "max_connections", "frame_timeout_ms",
-                                      "idle_timeout_ms", "max_queued_reply_bytes"});
+                                      "idle_timeout_ms", "max_queued_reply_bytes", "max_attachment_bytes"});
     ControlConfig control;
     if (const auto socket = object.find("socket")) {
         control.socket = read_absolute_path(*socket, MAX_SOCKET_PATH_BYTES);
@@ -70,6 +70,9 @@ ControlConfig parse_control(const Field& field) {
     if (const auto queued = object.find("max_queued_reply_bytes")) {
         control.max_queued_reply_bytes =
             static_cast<std::uint64_t>(queued->integer(MIN_QUEUED_REPLY_BYTES, MAX_QUEUED_REPLY_BYTES));
+    }
+    if (const auto attachment = object.find("max_attachment_bytes")) {
+        control.max_attachment_bytes = static_cast<std::uint64_t>(attachment->integer(0, MAX_ATTACHMENT_BYTES));
     }
     return control;
 }

@@ -30,7 +30,8 @@ json control_json(const ControlConfig& control) {
             {"max_connections", control.max_connections},
             {"frame_timeout_ms", control.frame_timeout.count()},
             {"idle_timeout_ms", control.idle_timeout.count()},
-            {"max_queued_reply_bytes", control.max_queued_reply_bytes}};
+            {"max_queued_reply_bytes", control.max_queued_reply_bytes},
+            {"max_attachment_bytes", control.max_attachment_bytes}};
 }
 
 json preload_json(const PreloadConfig& preload) {

@@ -15,7 +15,13 @@
 //   - a frame must arrive whole within frame_timeout of its first byte (or of the session reading again
 //     after such a pause), else a BAD_REQUEST reply and the connection is closed;
 //   - a session that owes no reply and holds no part of a frame is closed after idle_timeout without a
-//     request. A session waiting for a reply (a long `wait`) is never timed out.
+//     request. A session waiting for a reply (a long `wait`) is never timed out;
+//   - a request of an op in ControlOptions::attachment_ops may be followed by an attachment of raw bytes
+//     ("attachment": N, at most max_attachment_bytes, else a BAD_REQUEST reply and the connection is closed),
+//     which its handler reads or discards (daemon/attachment.h); no byte of it may be missing for frame_timeout
+//     while the session reads it, else a BAD_REQUEST frame and the connection is closed. An attachment on any
+//     other op is discarded with a BAD_REQUEST reply. A reply may carry an attachment too, written right after
+//     its frame.
 // A failed accept (no file descriptor left) pauses accepting for accept_backoff (AcceptBackoff). A bad or
 // slow client affects only its own connection.
 //
@@ -32,6 +38,7 @@
 // clang-format on
 #include "config/config.h"
 #include "daemon/accept_backoff.h"
+#include "daemon/attachment.h"
 #include "ipc/unique_fd.h"
 
 #include <chrono>
@@ -81,6 +88,12 @@ public:
         return *this;
     }
     const std::shared_ptr<const std::vector<ipc::UniqueFd>>& fds() const noexcept { return fds_; }
+    // Raw bytes written right after the reply frame, whose JSON says how many ("attachment": N).
+    Response& attach_bytes(std::shared_ptr<OutboundAttachment> bytes) {
+        bytes_ = std::move(bytes);
+        return *this;
+    }
+    const std::shared_ptr<OutboundAttachment>& bytes() const noexcept { return bytes_; }
     bool serialized() const noexcept { return serialized_; }
     bool interim() const noexcept { return interim_; }
     nlohmann::json& json() noexcept { return json_; }
@@ -90,6 +103,7 @@ private:
     nlohmann::json json_;
     std::string members_;
     std::shared_ptr<const std::vector<ipc::UniqueFd>> fds_;
+    std::shared_ptr<OutboundAttachment> bytes_;
     bool serialized_ = false;
     bool interim_ = false;
 };
@@ -97,8 +111,9 @@ private:
 using Reply = std::function<void(Response)>;
 
 // Handles one request; calls `reply` with its final response exactly once, now or later, from any thread, after
-// any number of Response::progress frames.
-using RequestHandler = std::function<void(const nlohmann::json& request, const Peer& peer, Reply reply)>;
+// any number of Response::progress frames. `attachment` is the request's inbound attachment, or null.
+using RequestHandler =
+    std::function<void(const nlohmann::json& request, const Peer& peer, Reply reply, Attachment attachment)>;
 
 // The bounds of the control socket; docs/control-protocol.md "Limits" states each default.
 // The defaults are the config's (config::ControlConfig, docs/config.md), except the own-uid reserve and the accept
@@ -115,6 +130,8 @@ struct ControlLimits {
     // Bytes of replies a session queues (written or waiting for an earlier one) before it reads no further
     // request.
     std::size_t max_queued_reply_bytes = config::ControlConfig{}.max_queued_reply_bytes;
+    // Raw bytes one request may carry after its frame.
+    std::uint64_t max_attachment_bytes = config::ControlConfig{}.max_attachment_bytes;
     // Pause after a failed accept.
     std::chrono::milliseconds accept_backoff{100};
 };
@@ -125,6 +142,8 @@ struct ControlOptions {
     std::vector<std::uint32_t> allow_gids;
     std::uint32_t max_frame_bytes = 1u << 20;
     ControlLimits limits{};
+    // The ops whose requests may carry an inbound attachment.
+    std::vector<std::string> attachment_ops{"buffer.write"};
 };
 
 // {"ok": false, "error": {"code", "message"}}.

@@ -33,6 +33,7 @@ ControlLimits control_limits(const config::ControlConfig& control) {
     limits.frame_timeout = control.frame_timeout;
     limits.idle_timeout = control.idle_timeout;
     limits.max_queued_reply_bytes = control.max_queued_reply_bytes;
+    limits.max_attachment_bytes = control.max_attachment_bytes;
     return limits;
 }
 
@@ -46,8 +47,8 @@ Service::Service(const config::Config& config, std::shared_ptr<spdlog::logger> l
           ControlOptions{config.control.socket, allowed_ids(config.control.allow_uids, config.control.admin_uids),
                          allowed_ids(config.control.allow_gids, config.control.admin_gids),
                          config.control.max_frame_bytes, control_limits(config.control)},
-          [this](const nlohmann::json& request, const Peer& peer, Reply reply) {
-              handle(request, peer, std::move(reply));
+          [this](const nlohmann::json& request, const Peer& peer, Reply reply, Attachment attachment) {
+              handle(request, peer, std::move(reply), attachment);
           },
           log_),
       book_(config.control.task_history), signals_(io_, SIGTERM, SIGINT) {
@@ -97,6 +98,7 @@ void Service::publish_status() {
 }
 
 Service::~Service() {
+    *alive_ = false;
     // Slow requests finish (the supervisor has stopped, so they fail fast) while io_ can still take replies.
     slow_.join();
     if (stopper_.joinable()) {

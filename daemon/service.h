@@ -43,16 +43,36 @@ public:
 
 private:
     // control requests (service_handlers.cpp)
-    void handle(const nlohmann::json& request, const Peer& peer, Reply reply);
+    void handle(const nlohmann::json& request, const Peer& peer, Reply reply, const Attachment& attachment);
     nlohmann::json handle_status() const;
     nlohmann::json handle_buffer_create(const nlohmann::json& request, const Peer& peer);
     // buffer_json and the buffer's owner ("owner_uid", null for the daemon's own buffers).
     nlohmann::json buffer_entry(const BufferInfo& info) const;
     Backend device_backend(const std::string& chip) const;
-    void handle_buffer_transfer(const nlohmann::json& request, const Reply& reply, bool write, const Peer& peer);
+    // buffer.write and buffer.read (service_transfers.cpp); with an attachment, service_attachments.cpp.
+    void handle_buffer_transfer(const nlohmann::json& request, const Reply& reply, bool write, const Peer& peer,
+                                Attachment attachment);
     using TransferDone = std::function<void(ErrorCode, const std::string&, nlohmann::json)>;
     void transfer_through_chip(const BufferInfo& info, std::uint64_t offset, std::vector<std::byte> data,
                                std::uint64_t length, bool write, const TransferDone& done);
+    // Copies [offset, offset + length) of a cuda_vmm buffer from (`to_device`) or to byte 0 of the posix_shm
+    // `staging` on the buffer's chip, in `copy` tasks of at most 1 GiB; `done` runs once, with the first failure or
+    // success, on a supervisor thread.
+    void copy_through_chip(const BufferInfo& info, const BufferDescriptor& staging, std::uint64_t offset,
+                           std::uint64_t length, bool to_device, std::function<void(const TaskResult&)> done);
+    // A write whose bytes arrive as `attachment` (REQUIRES: size > 0, the range in the buffer): a step over the
+    // range that reads the bytes into the buffer (through a staging buffer for cuda_vmm).
+    void write_attachment(const BufferInfo& info, std::uint64_t offset, Attachment attachment, const Reply& reply);
+    void receive_attachment(const BufferInfo& info, std::uint64_t offset, const Attachment& attachment,
+                            const TransferDone& done);
+    void receive_staged(const BufferInfo& info, std::uint64_t offset, const Attachment& attachment,
+                        const TransferDone& done);
+    // A read answered with the bytes as an attachment (REQUIRES: length > 0): a step over the range that ends once
+    // the bytes are written to the client (a cuda_vmm buffer's once they are copied to the staging buffer).
+    void read_attachment(const BufferInfo& info, std::uint64_t offset, std::uint64_t length, bool cut_short,
+                         const Reply& reply);
+    void send_staged(const BufferInfo& info, std::uint64_t offset, std::uint64_t length, nlohmann::json answer,
+                     std::uint64_t id, std::uint64_t start, const Reply& reply);
     // A step of the daemon's own (a transfer, an fd hand-over) scheduled as a task over `footprint`: `step` runs
     // once the tasks it must follow finished, with the step's id and a reply that answers at most once, and
     // reports its result with on_result(id, ...); a step the daemon stops before running is answered WORKER_DIED
@@ -139,11 +159,18 @@ private:
     std::atomic<bool> status_dirty_{false};
     std::atomic<bool> ready_{false};
     std::atomic<int> exit_code_{0}; // non-zero once the tree could not heal
+    // False from the start of ~Service: callbacks that can outlive the service's state (an attachment's `sent`,
+    // run when the last reference to it drops) do nothing then.
+    std::shared_ptr<std::atomic<bool>> alive_ = std::make_shared<std::atomic<bool>>(true);
 };
 
 // One line for systemd's STATUS=: "9/9 workers up", or "8/9 workers up; /node1/chip0 dead: killed by signal 9
 // (SIGKILL)" naming the first few workers that are not running.
 std::string describe_tree(const std::vector<WorkerStatus>& workers);
+
+// The bytes of a request's "data" member (base64, RFC 4648). Throws RequestError(BAD_REQUEST) naming the problem
+// ("data: base64: length 3 is not a multiple of 4").
+std::vector<std::byte> decode_data(const std::string& text);
 
 // The supervisor options of a config with the state dir it names.
 SupervisorOptions service_options(const config::Config& config);

@@ -4,6 +4,7 @@
 // comes once every earlier task that writes the buffer (and, for a writable fd, that reads it) has finished,
 // so the client sees their results; tasks submitted after the reply see what the client wrote before it
 // submitted them.
+#include "daemon/host_window.h"
 #include "daemon/json_codec.h"
 #include "daemon/service.h"
 #include "ipc/fd_passing.h"
@@ -79,37 +80,33 @@ void Service::handle_buffer_fd(const nlohmann::json& request, const Reply& reply
     case Backend::SIM_VMM:
         break;
     }
-    // The whole buffer, as views of at most 2^32-1 bytes each: what the hand-over orders after.
-    std::vector<TensorArg> footprint;
-    constexpr std::uint64_t VIEW = 0xffffffffu;
-    for (std::uint64_t at = 0; at < info.descriptor.nbytes; at += VIEW) {
-        const auto length = static_cast<std::uint32_t>(std::min(VIEW, info.descriptor.nbytes - at));
-        footprint.push_back({make_tensor(info.descriptor, DataType::UINT8, {length}, {}, at),
-                             writable ? TensorTag::OUTPUT : TensorTag::INPUT});
-    }
-    schedule_step("buffer.fd", std::move(footprint), reply, "buffer.fd: the daemon stopped before the hand-over",
-                  [this, info, writable](std::uint64_t id, const Reply& once) {
-                      const std::uint64_t start = worker::monotonic_ns();
-                      ErrorCode code = ErrorCode::OK;
-                      std::string message;
-                      try {
-                          std::vector<ipc::UniqueFd> fds = backing_fds(info, supervisor_.registry(), writable);
-                          Response answer(nlohmann::json{{"buffer", buffer_entry(info)},
-                                                         {"bytes", info.descriptor.nbytes},
-                                                         {"writable", writable},
-                                                         {"fds", fds.size()}});
-                          once(std::move(answer.attach(std::move(fds))));
-                      } catch (const RequestError& e) {
-                          code = e.code();
-                          message = e.what();
-                          once(error_reply(error_code_name(code), message));
-                      } catch (const std::exception& e) {
-                          code = ErrorCode::BAD_REQUEST;
-                          message = std::string("buffer.fd: ") + e.what();
-                          once(error_reply("BAD_REQUEST", message));
-                      }
-                      on_result(id, TaskResult{id, code, message, start, worker::monotonic_ns()});
-                  });
+    // The whole buffer: what the hand-over orders after.
+    schedule_step(
+        "buffer.fd",
+        byte_range_views(info.descriptor, 0, info.descriptor.nbytes, writable ? TensorTag::OUTPUT : TensorTag::INPUT),
+        reply, "buffer.fd: the daemon stopped before the hand-over",
+        [this, info, writable](std::uint64_t id, const Reply& once) {
+            const std::uint64_t start = worker::monotonic_ns();
+            ErrorCode code = ErrorCode::OK;
+            std::string message;
+            try {
+                std::vector<ipc::UniqueFd> fds = backing_fds(info, supervisor_.registry(), writable);
+                Response answer(nlohmann::json{{"buffer", buffer_entry(info)},
+                                               {"bytes", info.descriptor.nbytes},
+                                               {"writable", writable},
+                                               {"fds", fds.size()}});
+                once(std::move(answer.attach(std::move(fds))));
+            } catch (const RequestError& e) {
+                code = e.code();
+                message = e.what();
+                once(error_reply(error_code_name(code), message));
+            } catch (const std::exception& e) {
+                code = ErrorCode::BAD_REQUEST;
+                message = std::string("buffer.fd: ") + e.what();
+                once(error_reply("BAD_REQUEST", message));
+            }
+            on_result(id, TaskResult{id, code, message, start, worker::monotonic_ns()});
+        });
 }
 
 } // namespace canopy::daemon

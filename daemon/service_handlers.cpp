@@ -1,13 +1,8 @@
 #include "daemon/service.h"
-#include "ipc/mapped_region.h"
-#include "ipc/sys_error.h"
 #include "worker/worker_loop.h"
 
 #include <atomic>
 #include <boost/asio/post.hpp>
-#include <cstring>
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 namespace canopy::daemon {
@@ -15,110 +10,11 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::uint64_t MAX_READ_CHUNK = 512 * 1024;
 // Shm buffers from this size up are created off the io thread, like device buffers.
 constexpr std::uint64_t SLOW_CREATE_BYTES = 64 * 1024 * 1024;
 
 [[noreturn]] void bad(const std::string& message) {
     throw RequestError(ErrorCode::BAD_REQUEST, message);
-}
-
-// RFC 4648 base64 with padding.
-constexpr char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-std::string base64_encode(const std::byte* data, std::size_t n) {
-    std::string out;
-    out.reserve((n + 2) / 3 * 4);
-    for (std::size_t i = 0; i < n; i += 3) {
-        const std::uint32_t b0 = std::to_integer<std::uint32_t>(data[i]);
-        const std::uint32_t b1 = i + 1 < n ? std::to_integer<std::uint32_t>(data[i + 1]) : 0;
-        const std::uint32_t b2 = i + 2 < n ? std::to_integer<std::uint32_t>(data[i + 2]) : 0;
-        const std::uint32_t v = (b0 << 16) | (b1 << 8) | b2;
-        out.push_back(B64[(v >> 18) & 63]);
-        out.push_back(B64[(v >> 12) & 63]);
-        out.push_back(i + 1 < n ? B64[(v >> 6) & 63] : '=');
-        out.push_back(i + 2 < n ? B64[v & 63] : '=');
-    }
-    return out;
-}
-
-std::vector<std::byte> base64_decode(const std::string& text) {
-    if (text.size() % 4 != 0) {
-        bad("data: base64 length " + std::to_string(text.size()) + " is not a multiple of 4");
-    }
-    std::vector<std::byte> out;
-    out.reserve(text.size() / 4 * 3);
-    for (std::size_t i = 0; i < text.size(); i += 4) {
-        std::uint32_t v = 0;
-        int pad = 0;
-        for (std::size_t k = 0; k < 4; ++k) {
-            const char c = text[i + k];
-            const char* p = c == '=' ? nullptr : std::strchr(B64, c);
-            if (c == '=' && i + 4 == text.size() && k >= 2) {
-                ++pad;
-                v <<= 6;
-                continue;
-            }
-            if (p == nullptr || c == '\0' || pad > 0) {
-                bad("data: invalid base64 at offset " + std::to_string(i + k));
-            }
-            v = (v << 6) | static_cast<std::uint32_t>(p - B64);
-        }
-        out.push_back(static_cast<std::byte>(v >> 16));
-        if (pad < 2) {
-            out.push_back(static_cast<std::byte>((v >> 8) & 0xff));
-        }
-        if (pad < 1) {
-            out.push_back(static_cast<std::byte>(v & 0xff));
-        }
-    }
-    return out;
-}
-
-// A host view of a buffer's bytes in this process: shm mapped by name, a memfd mapped from the
-// registry, or the supervisor's own mapping of a preloaded arena.
-struct HostView {
-    ipc::MappedRegion region;
-    std::byte* base = nullptr;
-};
-
-HostView map_for_transfer(const BufferInfo& info, const BufferRegistry& registry, bool write) {
-    const BufferDescriptor& d = info.descriptor;
-    HostView view;
-    switch (Backend{d.backend}) {
-    case Backend::POSIX_SHM: {
-        const std::string path = "/" + std::string(shm_name(d));
-        ipc::UniqueFd fd(ipc::sys_check(::shm_open(path.c_str(), O_RDWR | O_CLOEXEC, 0), "shm_open"));
-        view.region = ipc::MappedRegion::map_shared(fd.get(), d.nbytes, true);
-        view.base = view.region.data();
-        return view;
-    }
-    case Backend::SIM_VMM: {
-        auto fds = registry.dup_fds(d.identity);
-        if (fds.empty()) {
-            throw RequestError(ErrorCode::UNKNOWN_BUFFER, "buffer " + to_string(d.identity) + " has no backing");
-        }
-        view.region = ipc::MappedRegion::map_shared(fds[0].get(), d.nbytes, true);
-        view.base = view.region.data();
-        return view;
-    }
-    case Backend::FORK_SHM:
-    case Backend::FORK_COW:
-        if (write && Backend{d.backend} == Backend::FORK_COW) {
-            throw RequestError(ErrorCode::ACCESS_DENIED, "preloaded arena '" + info.name + "' is read-only");
-        }
-        view.base = reinterpret_cast<std::byte*>(fork_base(d));
-        return view;
-    case Backend::CUDA_VMM:
-        break;
-    }
-    throw std::logic_error("cuda_vmm buffers are read and written through a staging buffer");
-}
-
-// The chip that copies between a CUDA_VMM buffer and a staging buffer: its creator, or rank 0 of a symmetric
-// buffer (whose copy `buffer read` and `buffer write` address).
-std::string transfer_chip(const BufferInfo& info) {
-    return info.world.empty() ? info.creator : info.world.front();
 }
 
 // The error reply for the exception being handled; call it only inside a catch block. A RequestError or
@@ -139,9 +35,14 @@ json error_of_current_exception() {
 
 } // namespace
 
-void Service::handle(const json& request, const Peer& peer, Reply reply) {
+void Service::handle(const json& request, const Peer& peer, Reply reply, const Attachment& attachment) {
     try {
         const std::string op = string_member(request, "op", "request");
+        if (request.contains("attachment") && op != "buffer.write" && op != "buffer.read") {
+            bad("attachment: op \"" + op +
+                "\" takes no attachment (only buffer.write does, and buffer.read asks "
+                "for one)");
+        }
         if (op == "submit" || op == "run") {
             handle_run(request, reply, op == "submit", peer); // a copy: `reply` still answers a throw
             return;
@@ -195,7 +96,7 @@ void Service::handle(const json& request, const Peer& peer, Reply reply) {
                 result["warning"] = *warning;
             }
         } else if (op == "buffer.write" || op == "buffer.read") {
-            handle_buffer_transfer(request, reply, op == "buffer.write", peer);
+            handle_buffer_transfer(request, reply, op == "buffer.write", peer, attachment);
             return;
         } else if (op == "buffer.fd") {
             handle_buffer_fd(request, reply, peer);
@@ -337,51 +238,6 @@ json Service::handle_buffer_create(const json& request, const Peer& peer) {
     return {{"buffer", buffer_entry(*supervisor_.registry().find(d.identity))}};
 }
 
-void Service::handle_buffer_transfer(const json& request, const Reply& reply, bool write, const Peer& peer) {
-    const BufferInfo info = live_buffer(request);
-    access_.require_owner(peer, info.descriptor.identity, write ? "buffer.write" : "buffer.read",
-                          write ? "write the bytes of" : "read the bytes of");
-    const std::uint64_t nbytes = info.descriptor.nbytes;
-    const std::uint64_t offset = uint_member(request, "offset", "request", 0);
-    if (offset > nbytes) {
-        bad("offset " + std::to_string(offset) + " is past the end of the " + std::to_string(nbytes) + "-byte buffer");
-    }
-    std::vector<std::byte> data;
-    std::uint64_t want = 0;
-    if (write) {
-        data = base64_decode(string_member(request, "data", "request"));
-        if (data.size() > nbytes - offset) {
-            bad("writing " + std::to_string(data.size()) + " bytes at offset " + std::to_string(offset) +
-                " runs past the end of the " + std::to_string(nbytes) + "-byte buffer");
-        }
-    } else {
-        want = uint_member(request, "bytes", "request", std::min(nbytes - offset, MAX_READ_CHUNK));
-        if (want > MAX_READ_CHUNK) {
-            bad("bytes: at most " + std::to_string(MAX_READ_CHUNK) + " per request");
-        }
-        if (want > nbytes - offset) {
-            bad("reading " + std::to_string(want) + " bytes at offset " + std::to_string(offset) +
-                " runs past the end of the " + std::to_string(nbytes) + "-byte buffer");
-        }
-    }
-    const std::uint64_t length = write ? data.size() : want;
-    if (length == 0) {
-        reply(write ? json{{"written", 0}} : json{{"data", ""}, {"rest", nbytes - offset}});
-        return;
-    }
-    // The transfer is a task of the scheduler over the bytes it touches: it waits for earlier tasks that
-    // write them (or, for a write, read them), and later tasks wait for it.
-    const Tensor range =
-        make_tensor(info.descriptor, DataType::UINT8, {static_cast<std::uint32_t>(length)}, {}, offset);
-    schedule_step(
-        write ? "buffer.write" : "buffer.read",
-        std::vector<TensorArg>{{range, write ? TensorTag::OUTPUT : TensorTag::INPUT}}, reply,
-        std::string(write ? "buffer write" : "buffer read") + ": the daemon stopped before the transfer ran",
-        [this, info, offset, data = std::move(data), length, write](std::uint64_t id, const Reply& once) mutable {
-            run_transfer(info, offset, std::move(data), length, write, id, once);
-        });
-}
-
 void Service::schedule_step(const std::string& name, std::vector<TensorArg> footprint, const Reply& reply,
                             std::string stopped, std::function<void(std::uint64_t id, const Reply& once)> step) {
     ReadyWork to_dispatch;
@@ -414,91 +270,9 @@ void Service::schedule_step(const std::string& name, std::vector<TensorArg> foot
     dispatch(std::move(to_dispatch));
 }
 
-void Service::run_transfer(const BufferInfo& info, std::uint64_t offset, std::vector<std::byte> data,
-                           std::uint64_t length, bool write, std::uint64_t id, const Reply& reply) {
-    const std::uint64_t start = worker::monotonic_ns();
-    // The reply goes first, so that the task's on_finish (which answers only a transfer that never ran) finds it
-    // answered. A request that arrives in between still orders after the transfer, which is not complete yet.
-    auto finish = [this, id, start, reply](ErrorCode code, const std::string& message, json answer) {
-        reply(std::move(answer));
-        on_result(id, TaskResult{id, code, message, start, worker::monotonic_ns()});
-    };
-    try {
-        if (Backend{info.descriptor.backend} == Backend::CUDA_VMM) {
-            transfer_through_chip(info, offset, std::move(data), length, write, finish);
-            return;
-        }
-        HostView view = map_for_transfer(info, supervisor_.registry(), write);
-        if (write) {
-            std::memcpy(view.base + offset, data.data(), data.size());
-            finish(ErrorCode::OK, {}, json{{"written", data.size()}});
-        } else {
-            finish(ErrorCode::OK, {},
-                   json{{"data", base64_encode(view.base + offset, length)},
-                        {"rest", info.descriptor.nbytes - offset - length}});
-        }
-    } catch (const RequestError& e) {
-        finish(e.code(), e.what(), error_reply(error_code_name(e.code()), e.what()));
-    } catch (const std::exception& e) {
-        finish(ErrorCode::BAD_REQUEST, e.what(), error_reply("BAD_REQUEST", e.what()));
-    }
-}
-
-void Service::transfer_through_chip(const BufferInfo& info, std::uint64_t offset, std::vector<std::byte> data,
-                                    std::uint64_t length, bool write, const TransferDone& done) {
-    // Device memory is reached only by its chip: bytes travel through a POSIX shm staging buffer, copied by the
-    // chip's `copy` as uint8 views. The staging buffer is released once the copy finished.
-    BufferRequest staging_request;
-    staging_request.nbytes = length;
-    const BufferDescriptor staging = supervisor_.create_buffer(staging_request);
-    try {
-        const auto count = static_cast<std::uint32_t>(length); // at most a control frame's worth of bytes
-        TaskRequest copy;
-        copy.kernel = "copy";
-        copy.worker = transfer_chip(info);
-        const Tensor staged = make_tensor(staging, DataType::UINT8, {count});
-        const Tensor on_device = make_tensor(info.descriptor, DataType::UINT8, {count}, {}, offset);
-        copy.args.tensors.push_back({write ? staged : on_device, TensorTag::INPUT});
-        copy.args.tensors.push_back({write ? on_device : staged, TensorTag::OUTPUT});
-        copy.timeout = config_.supervision.task_timeout;
-        if (write) {
-            HostView view =
-                map_for_transfer(*supervisor_.registry().find(staging.identity), supervisor_.registry(), true);
-            std::memcpy(view.base, data.data(), data.size());
-        }
-        const std::uint64_t rest = info.descriptor.nbytes - offset - length;
-        supervisor_.submit(std::move(copy), [this, staging, length, rest, write, done](TaskResult result) {
-            ErrorCode code = result.code;
-            std::string message = result.message;
-            json answer;
-            try {
-                if (!result.ok()) {
-                    message = std::string(write ? "buffer write" : "buffer read") +
-                              " through the chip failed: " + result.message;
-                } else if (write) {
-                    answer = {{"written", length}};
-                } else {
-                    HostView view =
-                        map_for_transfer(*supervisor_.registry().find(staging.identity), supervisor_.registry(), false);
-                    answer = {{"data", base64_encode(view.base, length)}, {"rest", rest}};
-                }
-            } catch (const std::exception& e) {
-                code = ErrorCode::BAD_REQUEST;
-                message = e.what();
-            }
-            (void)supervisor_.release_buffer(staging.identity);
-            done(code, message,
-                 code == ErrorCode::OK ? std::move(answer) : error_reply(error_code_name(code), message));
-        });
-    } catch (...) {
-        (void)supervisor_.release_buffer(staging.identity);
-        throw;
-    }
-}
-
 void Service::handle_module_load(const json& request, const Reply& reply) {
     const std::string name = string_member(request, "name", "request");
-    auto image = base64_decode(string_member(request, "data", "request"));
+    std::vector<std::byte> image = decode_data(string_member(request, "data", "request"));
     if (request.contains("format")) {
         // Optional: a client's statement of the format, checked against the bytes (which alone decide).
         const std::string stated = string_member(request, "format", "request");

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every [gpu] test of canopy on this machine's GPUs, then the CLI against a real canopyd
-# (scripts/gpu-cli-check.sh), then the GPU benchmarks (tests/bench/bench_gpu_*), and reports the results on stdout (and, when $OUT is set, in $OUT/gpu-check.log).
+# (scripts/gpu-cli-check.sh), then the Python package's gpu tests (python/tests/test_gpu.py, with the machine's
+# python3 and torch), then the GPU benchmarks (tests/bench/bench_gpu_*), and reports the results on stdout (and, when $OUT is set, in $OUT/gpu-check.log).
 #
 #   scripts/gpu-check.sh                  on a GPU machine: install dependencies (scripts/install-deps.sh),
 #                                         build test_cuda and test_cuda_chip with the CUDA Toolkit in
@@ -169,6 +170,21 @@ if [ "$mode" = prebuilt ]; then
   run_logged timeout 300 scripts/gpu-cli-check.sh "$bin_dir" || failed=1
 else
   run_logged timeout 300 scripts/gpu-cli-check.sh || failed=1
+fi
+
+# The Python package's [gpu] tests: a cuda_vmm buffer imported through ctypes and handed to torch by DLPack.
+stage "python client (pytest -m gpu)"
+if [ "$mode" = prebuilt ]; then daemon=$bin_dir/canopyd; else daemon=$build_dir/daemon/canopyd; fi
+if python3 -c 'import torch, numpy, pytest' 2>/dev/null; then
+  # canopyd keeps the library path it runs with here; python3 (and torch) runs with the machine's own.
+  wrapper=$(mktemp /tmp/canopyd-wrapper.XXXXXX)
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "'${LD_LIBRARY_PATH:-}'" "'$(readlink -f "$daemon")'" >"$wrapper"
+  chmod +x "$wrapper"
+  run_logged env -u LD_LIBRARY_PATH CANOPY_DAEMON="$wrapper" PYTHONPATH=python/src timeout 300 \
+    python3 -m pytest -q -rs -p no:cacheprovider -m gpu python/tests/test_gpu.py || failed=1
+  rm -f "$wrapper"
+else
+  say "gpu-check: skipped: no python3 with torch, numpy and pytest here; python/tests/test_gpu.py did not run"
 fi
 
 for bench in "${benches[@]}"; do

@@ -8,6 +8,7 @@ packages=(
   libboost-dev libspdlog-dev libcli11-dev nlohmann-json3-dev catch2 libsystemd-dev
   clang libclang-rt-14-dev
   systemd procps
+  python3 python3-venv
 )
 
 missing=()

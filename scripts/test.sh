@@ -3,6 +3,7 @@
 #   build/        the normal build (RelWithDebInfo): the whole Catch2 suite through ctest
 #   build-asan/   the same suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #   build-fuzz/   clang + libFuzzer: each fuzz target runs for a fixed time under ASan
+#   python/       the Python client's pytest suite, in build/python-venv, against build/daemon/canopyd
 # Installs missing dependencies first. Exits non-zero on the first failure.
 # Environment: CANOPY_FUZZ_SECONDS (default 60) is the time given to fuzz_decode_task_args; the other
 # targets get a third of it. CANOPY_SKIP_ASAN=1 / CANOPY_SKIP_FUZZ=1 skip those stages for quick local runs.
@@ -78,6 +79,12 @@ stage "tests"
 check_ctest_entries build
 ctest --test-dir build --output-on-failure -j "$jobs" --output-junit ctest-junit.xml
 count_results build/ctest-junit.xml
+
+stage "python client (pytest against build/daemon/canopyd)"
+# A virtual environment of its own: Debian's Python refuses pip installs into the system (PEP 668).
+python3 -m venv build/python-venv
+build/python-venv/bin/pip install -q --disable-pip-version-check pytest numpy ./python
+CANOPY_DAEMON="$root/build/daemon/canopyd" build/python-venv/bin/python -m pytest -q -p no:cacheprovider python/tests
 
 if [ "${CANOPY_SKIP_ASAN:-0}" != 1 ]; then
   stage "ASan + UBSan build"

@@ -3,9 +3,9 @@
 //   buffer.fd           ask for the fd (one request, answered after the tasks before it), map it, memcpy, unmap
 //   buffer.write chunks 128 requests of 512 KiB as base64 in JSON (the path for buffers without a mappable fd)
 // and the same for reading back. The service runs in this process (as canopyd runs it) with one sub.
-#include "cli/base64.h"
 #include "ipc/fd_passing.h"
 #include "ipc/mapped_region.h"
+#include "protocol/base64.h"
 #include "service_harness.h"
 
 #include <algorithm>
@@ -127,13 +127,13 @@ int main() {
             call(fd, {{"op", "buffer.write"},
                       {"buffer", id},
                       {"offset", at},
-                      {"data", cli::base64_encode(std::string_view(data).substr(at, CHUNK))}});
+                      {"data", base64_encode(std::string_view(data).substr(at, CHUNK))}});
         }
     });
     const double chunk_get = median_ms([&] {
         for (std::size_t at = 0; at < BYTES; at += CHUNK) {
             const json reply = call(fd, {{"op", "buffer.read"}, {"buffer", id}, {"offset", at}, {"bytes", CHUNK}});
-            const std::string bytes = cli::base64_decode(reply["data"].get<std::string>());
+            const std::string bytes = base64_decode(reply["data"].get<std::string>());
             std::memcpy(back.data() + at, bytes.data(), bytes.size());
         }
     });

@@ -1,13 +1,15 @@
 // The CLI's module commands and module-kernel options: module load (formats, the summary line, errors that name
 // the file or the frame limit), module list, and submit --param/--grid/--block/--shared.
 #include "cli/app.h"
-#include "cli/base64.h"
 #include "fake_daemon.h"
+#include "protocol/base64.h"
 
 #include <catch2/catch.hpp>
 
 using namespace canopy::cli;
 using namespace canopy::cli::testing;
+using canopy::base64_decode;
+using canopy::base64_encode;
 using nlohmann::json;
 
 namespace {

@@ -1,12 +1,14 @@
 // Every command sends exactly the request of docs/control-protocol.md for its arguments.
 
-#include "cli/base64.h"
+#include "protocol/base64.h"
 #include "tests/cli/fake_daemon.h"
 
 #include <catch2/catch.hpp>
 
 using namespace canopy::cli;
 using namespace canopy::cli::testing;
+using canopy::base64_decode;
+using canopy::base64_encode;
 using nlohmann::json;
 
 namespace {

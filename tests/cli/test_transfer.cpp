@@ -1,7 +1,7 @@
 // buffer write / buffer read in chunks against a fake daemon that holds a buffer's bytes.
 
-#include "cli/base64.h"
 #include "cli/transfer.h"
+#include "protocol/base64.h"
 #include "tests/cli/fake_daemon.h"
 
 #include <catch2/catch.hpp>
@@ -10,6 +10,8 @@
 
 using namespace canopy::cli;
 using namespace canopy::cli::testing;
+using canopy::base64_decode;
+using canopy::base64_encode;
 using nlohmann::json;
 
 namespace {

@@ -85,6 +85,10 @@ TEST_CASE("the control socket's connection limits and timeouts have their ranges
          "/control/max_queued_reply_bytes", "expected an integer from 65536 to 1073741824, got 65535"},
         {"reply budget 1 GiB + 1", with_sections(R"("control": {"max_queued_reply_bytes": 1073741825})"),
          "/control/max_queued_reply_bytes", "got 1073741825"},
+        {"attachment limit 2^48 + 1", with_sections(R"("control": {"max_attachment_bytes": 281474976710657})"),
+         "/control/max_attachment_bytes", "expected an integer from 0 to 281474976710656, got 281474976710657"},
+        {"attachment limit -1", with_sections(R"("control": {"max_attachment_bytes": -1})"),
+         "/control/max_attachment_bytes", "got -1"},
         {"metrics connections 0", with_sections(R"("metrics": {"max_connections": 0})"), "/metrics/max_connections",
          "expected an integer from 1 to 4096, got 0"},
         {"metrics timeout 0", with_sections(R"("metrics": {"timeout_ms": 0})"), "/metrics/timeout_ms",
@@ -94,12 +98,14 @@ TEST_CASE("the control socket's connection limits and timeouts have their ranges
     });
     const auto config = parse_config(with_sections(
         R"("control": {"max_connections": 65536, "frame_timeout_ms": 1, "idle_timeout_ms": 2147483647,
-                       "max_queued_reply_bytes": 1073741824},
+                       "max_queued_reply_bytes": 1073741824, "max_attachment_bytes": 281474976710656},
            "metrics": {"max_connections": 4096, "timeout_ms": 250})"));
     CHECK(config.control.max_connections == 65536);
     CHECK(config.control.frame_timeout == std::chrono::milliseconds(1));
     CHECK(config.control.idle_timeout == std::chrono::milliseconds(2147483647));
     CHECK(config.control.max_queued_reply_bytes == 1073741824);
+    CHECK(config.control.max_attachment_bytes == std::uint64_t{1} << 48);
+    CHECK(parse_config(with_sections(R"("control": {"max_attachment_bytes": 0})")).control.max_attachment_bytes == 0);
     CHECK(config.metrics.max_connections == 4096);
     CHECK(config.metrics.timeout == std::chrono::milliseconds(250));
     const auto defaults = parse_config(with_sections(R"("control": {})"));
@@ -107,6 +113,7 @@ TEST_CASE("the control socket's connection limits and timeouts have their ranges
     CHECK(defaults.control.frame_timeout == std::chrono::milliseconds(10000));
     CHECK(defaults.control.idle_timeout == std::chrono::milliseconds(300000));
     CHECK(defaults.control.max_queued_reply_bytes == std::uint64_t{16} << 20);
+    CHECK(defaults.control.max_attachment_bytes == std::uint64_t{64} << 30);
     CHECK(defaults.metrics.max_connections == 64);
     CHECK(defaults.metrics.timeout == std::chrono::milliseconds(5000));
 }

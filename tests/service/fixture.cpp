@@ -261,39 +261,48 @@ void RawClient::send_frame(const std::string& body) {
     send_bytes(frame + body);
 }
 
-std::optional<json> RawClient::read_reply(std::chrono::milliseconds limit) {
-    auto read_exact = [&](char* p, std::size_t n) {
-        std::size_t done = 0;
-        while (done < n) {
-            pollfd pfd{fd_, POLLIN, 0};
-            if (::poll(&pfd, 1, static_cast<int>(limit.count())) <= 0) {
-                return false;
-            }
-            // recvmsg: a reply may carry fds (buffer.fd), which arrive with its first byte and are kept.
-            std::size_t r = 0;
-            try {
-                r = canopy::ipc::recv_message(fd_, std::as_writable_bytes(std::span(p + done, n - done)), fds_);
-            } catch (const std::exception&) {
-                return false; // a reset connection
-            }
-            if (r == 0) {
-                return false;
-            }
-            done += r;
+bool RawClient::read_exact(char* p, std::size_t n, std::chrono::milliseconds limit) {
+    std::size_t done = 0;
+    while (done < n) {
+        pollfd pfd{fd_, POLLIN, 0};
+        if (::poll(&pfd, 1, static_cast<int>(limit.count())) <= 0) {
+            return false;
         }
-        return true;
-    };
+        // recvmsg: a reply may carry fds (buffer.fd), which arrive with its first byte and are kept.
+        std::size_t r = 0;
+        try {
+            r = canopy::ipc::recv_message(fd_, std::as_writable_bytes(std::span(p + done, n - done)), fds_);
+        } catch (const std::exception&) {
+            return false; // a reset connection
+        }
+        if (r == 0) {
+            return false;
+        }
+        done += r;
+    }
+    return true;
+}
+
+std::optional<json> RawClient::read_reply(std::chrono::milliseconds limit) {
     unsigned char header[4];
-    if (!read_exact(reinterpret_cast<char*>(header), 4)) {
+    if (!read_exact(reinterpret_cast<char*>(header), 4, limit)) {
         return std::nullopt;
     }
     const std::uint32_t len = std::uint32_t{header[0]} | std::uint32_t{header[1]} << 8 |
                               std::uint32_t{header[2]} << 16 | std::uint32_t{header[3]} << 24;
     std::string body(len, '\0');
-    if (!read_exact(body.data(), len)) {
+    if (!read_exact(body.data(), len, limit)) {
         return std::nullopt;
     }
     return json::parse(body);
+}
+
+std::optional<std::string> RawClient::read_bytes(std::size_t n, std::chrono::milliseconds limit) {
+    std::string bytes(n, '\0');
+    if (!read_exact(bytes.data(), n, limit)) {
+        return std::nullopt;
+    }
+    return bytes;
 }
 
 json RawClient::request(const json& body) {

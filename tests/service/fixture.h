@@ -88,6 +88,9 @@ public:
     // The next reply frame's JSON; nullopt when the daemon closed the connection.
     std::optional<nlohmann::json> read_reply(std::chrono::milliseconds limit = std::chrono::milliseconds(5000));
     nlohmann::json request(const nlohmann::json& body); // send_frame + read_reply (throws on close)
+    // The next `n` raw bytes (the attachment after a reply); nullopt when the daemon closed the connection first.
+    std::optional<std::string> read_bytes(std::size_t n,
+                                          std::chrono::milliseconds limit = std::chrono::milliseconds(5000));
     // True when the daemon closed the connection (EOF or a reset) within `limit`.
     bool closed_by_peer(std::chrono::milliseconds limit = std::chrono::milliseconds(5000));
     int fd() const noexcept { return fd_; }
@@ -95,6 +98,9 @@ public:
     std::vector<canopy::ipc::UniqueFd> take_fds() { return std::exchange(fds_, {}); }
 
 private:
+    // Reads exactly n bytes, each within `limit` of the one before; false on a close or a timeout.
+    bool read_exact(char* p, std::size_t n, std::chrono::milliseconds limit);
+
     int fd_ = -1;
     std::vector<canopy::ipc::UniqueFd> fds_;
 };

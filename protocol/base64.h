@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-namespace canopy::cli {
+namespace canopy {
 
 // Thrown by base64_decode; what() names the problem and its position ("base64: character 5 ('*') is not
 // in the alphabet").
@@ -32,4 +32,4 @@ std::string base64_encode(std::string_view bytes);
 // Throws Base64Error for any text that base64_encode does not produce.
 std::string base64_decode(std::string_view text);
 
-} // namespace canopy::cli
+} // namespace canopy

@@ -1,9 +1,9 @@
-#include "cli/base64.h"
+#include "protocol/base64.h"
 
 #include <array>
 #include <cstdint>
 
-namespace canopy::cli {
+namespace canopy {
 
 namespace {
 
@@ -114,4 +114,4 @@ std::string base64_decode(std::string_view text) {
     return out;
 }
 
-} // namespace canopy::cli
+} // namespace canopy
