@@ -189,7 +189,7 @@ TEST_CASE("a task for a worker below a nested node cannot be ordered after other
     CHECK(result.message == "a task for node0/chip0 (below a nested node) cannot be ordered after others");
 }
 
-TEST_CASE("each cuda chip of a supervisor is a lane of its own; other workers have none", "[daemon][ordered]") {
+TEST_CASE("each cuda chip of a supervisor is a lane of its own, and other workers have none", "[daemon][ordered]") {
     TempDir state;
     auto options = l3_options(state.path, 1, 1);
     options.children.push_back({"chip1", daemon::ChildKind::CUDA_CHIP, 0, {}});
