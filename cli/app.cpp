@@ -117,6 +117,10 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
         return action();
     } catch (const CliError& e) {
         return inv.report(e);
+    } catch (const client::Error& e) {
+        return inv.report(request_error(e.code_name(), e.what()));
+    } catch (const client::ProtocolError& e) {
+        return inv.report(protocol_error(e.what()));
     } catch (const std::exception& e) {
         return inv.report(CliError(ExitCode::FAILED, "INTERNAL", e.what()));
     }

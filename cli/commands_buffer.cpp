@@ -22,14 +22,6 @@ namespace {
 
 using nlohmann::json;
 
-json buffer_of(const json& reply, const char* op) {
-    const json buffer = reply.value("buffer", json());
-    if (!buffer.is_object()) {
-        throw protocol_error(std::string("the reply to \"") + op + "\" has no \"buffer\" object");
-    }
-    return buffer;
-}
-
 void print_buffer(Invocation& inv, const json& buffer) {
     if (inv.json()) {
         inv.print_json(buffer);
@@ -40,32 +32,36 @@ void print_buffer(Invocation& inv, const json& buffer) {
 }
 
 int create(Invocation& inv, const BufferCreateArgs& args) {
-    const json request = buffer_create_request(args);
-    print_buffer(inv, buffer_of(inv.client().call(request), "buffer.create"));
+    const client::BufferSpec spec = buffer_create_spec(args);
+    print_buffer(inv, inv.client().create_buffer(spec).json);
     return 0;
 }
 
 int list(Invocation& inv) {
-    const json reply = inv.client().call({{"op", "buffer.list"}});
+    json buffers = json::array();
+    for (const auto& b : inv.client().list_buffers()) {
+        buffers.push_back(b.json);
+    }
     if (inv.json()) {
-        inv.print_json(reply);
+        inv.print_json({{"buffers", buffers}});
     } else {
-        inv.out() << render_buffer_list(reply.value("buffers", json::array()));
-        inv.print_ids(reply.value("buffers", json::array()));
+        inv.out() << render_buffer_list(buffers);
+        inv.print_ids(buffers);
     }
     return 0;
 }
 
 int show(Invocation& inv, const std::string& id) {
-    print_buffer(inv, buffer_of(inv.client().call({{"op", "buffer.show"}, {"buffer", id}}), "buffer.show"));
+    print_buffer(inv, inv.client().show_buffer(id).json);
     return 0;
 }
 
 int release(Invocation& inv, const std::string& id) {
-    const json reply = inv.client().call({{"op", "buffer.release"}, {"buffer", id}});
-    const json warning = reply.value("warning", json());
-    if (warning.is_string()) {
-        inv.err() << "canopy: warning: " << warning.get<std::string>() << "\n";
+    const std::optional<std::string> warning = inv.client().release_buffer(id);
+    json reply = json::object();
+    if (warning) {
+        inv.err() << "canopy: warning: " << *warning << "\n";
+        reply["warning"] = *warning;
     }
     if (inv.json()) {
         inv.print_json(reply);
@@ -110,7 +106,7 @@ std::uint64_t read_size(Invocation& inv, const TransferArgs& args, std::optional
     if (bytes) {
         return *bytes;
     }
-    const std::uint64_t nbytes = buffer_size(inv.client(), args.id);
+    const std::uint64_t nbytes = inv.client().show_buffer(args.id).nbytes;
     if (offset > nbytes) {
         throw usage_error("--offset \"" + args.offset + "\": past the end of " + args.id + " (" +
                           std::to_string(nbytes) + " bytes)");
@@ -143,7 +139,7 @@ int read(Invocation& inv, const TransferArgs& args) {
         if (!in_place && std::rename(target.c_str(), args.file.c_str()) != 0) {
             throw usage_error("--to \"" + args.file + "\": cannot replace: " + std::generic_category().message(errno));
         }
-    } catch (const CliError&) {
+    } catch (...) {
         out.close();
         if (!in_place) {
             std::remove(target.c_str());

@@ -15,25 +15,19 @@ using nlohmann::json;
 
 // Exit 0 when every worker of the tree is running, 1 when any is not (starting, restarting, dead, stopped).
 int status(Invocation& inv) {
-    const json reply = inv.client().call({{"op", "status"}});
+    const client::Status status = inv.client().status();
     if (inv.json()) {
-        inv.print_json(reply);
+        inv.print_json(status.json);
     } else {
-        inv.out() << render_status(reply);
+        inv.out() << render_status(status.json);
     }
-    const json workers = reply.value("workers", json::array());
-    for (const json& w : workers) {
-        if (!w.is_object() || w.value("state", std::string()) != "running") {
-            return 1;
-        }
-    }
-    return 0;
+    return status.all_running() ? 0 : 1;
 }
 
 int worker_restart(Invocation& inv, const std::string& worker) {
-    const json reply = inv.client().call({{"op", "worker.restart"}, {"worker", worker}});
+    inv.client().restart_worker(worker);
     if (inv.json()) {
-        inv.print_json(reply);
+        inv.print_json({{"worker", worker}});
     } else {
         inv.out() << "worker " << worker << " restarts\n";
     }
@@ -41,21 +35,19 @@ int worker_restart(Invocation& inv, const std::string& worker) {
 }
 
 int metrics(Invocation& inv) {
-    const json reply = inv.client().call({{"op", "metrics"}});
+    const std::string s = inv.client().metrics();
     if (inv.json()) {
-        inv.print_json(reply);
+        inv.print_json({{"text", s}});
         return 0;
     }
-    const json text = reply.value("text", json(""));
-    const std::string s = text.is_string() ? text.get<std::string>() : text.dump();
     inv.out() << s << (s.empty() || s.back() == '\n' ? "" : "\n");
     return 0;
 }
 
 int shutdown(Invocation& inv) {
-    const json reply = inv.client().call({{"op", "shutdown"}});
+    inv.client().shutdown();
     if (inv.json()) {
-        inv.print_json(reply);
+        inv.print_json(json::object());
     } else {
         inv.out() << "canopyd at " << inv.client().socket_path() << " is shutting down\n";
     }
@@ -75,14 +67,14 @@ struct ModuleArgs {
 // the config key that raises it, since the whole image travels in one frame.
 CliError module_load_error(const CliError& e, const ModuleArgs& args, std::size_t request_bytes) {
     if (e.code() == "BAD_REQUEST" && std::string(e.what()).rfind("frame length ", 0) == 0) {
-        return request_error("BAD_REQUEST", "module " + args.name + ": FILE \"" + args.file + "\" makes a request of " +
-                                                std::to_string(request_bytes) +
+        return request_error("BAD_REQUEST", "module " + args.name + ": FILE \"" + args.file +
+                                                "\" makes a request of about " + std::to_string(request_bytes) +
                                                 " bytes (base64 adds a third), over canopyd's frame limit (" +
                                                 e.what() + "); raise control.max_frame_bytes in canopyd's config " +
                                                 "(at most 64 MiB) or load a smaller module");
     }
     if (e.code() == "PROTOCOL_ERROR" && request_bytes > DEFAULT_MAX_FRAME_BYTES) {
-        return protocol_error(std::string(e.what()) + " (the request is " + std::to_string(request_bytes) +
+        return protocol_error(std::string(e.what()) + " (the request is about " + std::to_string(request_bytes) +
                               " bytes, over canopyd's default frame limit of " +
                               std::to_string(DEFAULT_MAX_FRAME_BYTES) + ": control.max_frame_bytes)");
     }
@@ -102,33 +94,39 @@ std::string module_summary(const json& module) {
 }
 
 int module_load(Invocation& inv, const ModuleArgs& args) {
-    const json request = module_load_request(args.name, args.file, args.format);
-    const std::size_t request_bytes = request.dump().size();
-    json reply;
+    const ModuleImage image = module_image(args.file, args.format);
+    // The request's size: the image as base64 (a third more) and the few members around it.
+    const std::size_t request_bytes = (image.data.size() + 2) / 3 * 4 + args.name.size() + image.format.size() + 64;
+    client::ModuleInfo module;
     try {
-        reply = inv.client().call(request);
-    } catch (const CliError& e) {
-        throw module_load_error(e, args, request_bytes);
+        module = inv.client().load_module(args.name, std::as_bytes(std::span(image.data)), image.format);
+    } catch (const client::Error& e) {
+        throw module_load_error(request_error(e.code_name(), e.what()), args, request_bytes);
+    } catch (const client::ProtocolError& e) {
+        throw module_load_error(protocol_error(e.what()), args, request_bytes);
     }
     if (inv.json()) {
-        inv.print_json(reply);
+        inv.print_json({{"module", module.json}});
     } else {
-        inv.out() << "loaded " << module_summary(reply.value("module", json::object())) << "\n";
+        inv.out() << "loaded " << module_summary(module.json) << "\n";
     }
     return 0;
 }
 
 int module_list(Invocation& inv) {
-    const json reply = inv.client().call({{"op", "module.list"}});
+    const std::vector<client::ModuleInfo> modules = inv.client().modules();
+    json listed = json::array();
+    for (const auto& m : modules) {
+        listed.push_back(m.json);
+    }
     if (inv.json()) {
-        inv.print_json(reply);
+        inv.print_json({{"modules", listed}});
         return 0;
     }
-    const json modules = reply.value("modules", json::array());
     if (modules.empty()) {
         inv.out() << "no modules loaded\n";
     }
-    for (const auto& m : modules) {
+    for (const auto& m : listed) {
         inv.out() << module_summary(m) << "\n";
     }
     return 0;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -18,14 +19,6 @@ namespace canopy::cli {
 namespace {
 
 using nlohmann::json;
-
-json task_of(const json& reply, const char* op) {
-    const json task = reply.value("task", json());
-    if (!task.is_object()) {
-        throw protocol_error(std::string("the reply to \"") + op + "\" has no \"task\" object");
-    }
-    return task;
-}
 
 std::string task_label(const json& task) {
     return "task " + field_text(task, "name") + " (id " + field_text(task, "id") + ")";
@@ -53,8 +46,19 @@ std::vector<TensorOption> tensors_in_order(const CLI::App& cmd, const std::vecto
 }
 
 int submit(Invocation& inv, const SubmitArgs& args) {
-    const json request = submit_request(args);
-    return finish_task(inv, task_of(inv.client().call(request), "submit"));
+    const client::Task task = client::Task::from_json(submit_task(args));
+    if (args.wait) {
+        return finish_task(inv, inv.client().submit_wait(task).json);
+    }
+    return finish_task(inv, inv.client().submit(task).state().json);
+}
+
+json jsons_of(const std::vector<client::TaskState>& tasks) {
+    json out = json::array();
+    for (const auto& t : tasks) {
+        out.push_back(t.json);
+    }
+    return out;
 }
 
 // True for a failure caused by another task: DEPENDENCY_FAILED, or a graph's "not run" rejection.
@@ -132,23 +136,15 @@ int wait(Invocation& inv, const WaitArgs& args) {
     for (const auto& text : args.ids) {
         ids.push_back(parse_task_id(text));
     }
-    json request = {{"op", "wait"}};
-    if (ids.size() == 1) {
-        request["task_id"] = ids[0];
-    } else {
-        request["task_ids"] = ids;
-    }
+    std::optional<std::chrono::milliseconds> timeout;
     if (args.timeout) {
-        request["timeout_ms"] = parse_duration_ms(*args.timeout, "--timeout");
+        timeout = std::chrono::milliseconds(parse_duration_ms(*args.timeout, "--timeout"));
     }
-    const json reply = inv.client().call(request);
-    const bool timed_out = reply.value("timed_out", false);
-    json tasks = ids.size() == 1 ? json::array({task_of(reply, "wait")}) : reply.value("tasks", json());
-    if (!tasks.is_array()) {
-        throw protocol_error("the reply to \"wait\" has no \"tasks\" array");
-    }
+    const client::WaitResult reply = inv.client().wait(ids.get<std::vector<std::uint64_t>>(), timeout);
+    const bool timed_out = reply.timed_out;
+    const json tasks = jsons_of(reply.tasks);
     if (inv.json()) {
-        inv.print_json(ids.size() == 1 ? tasks[0] : reply);
+        inv.print_json(ids.size() == 1 ? tasks[0] : json{{"tasks", tasks}, {"timed_out", timed_out}});
     } else {
         inv.out() << render_tasks(tasks);
         inv.print_ids(tasks);
@@ -175,13 +171,12 @@ int cancel(Invocation& inv, const std::vector<std::string>& id_texts) {
     for (const auto& text : id_texts) {
         ids.push_back(parse_task_id(text));
     }
-    const json reply = inv.client().call({{"op", "cancel"}, {"task_ids", ids}});
-    const json tasks = reply.value("tasks", json());
-    if (!tasks.is_array()) {
-        throw protocol_error("the reply to \"cancel\" has no \"tasks\" array");
+    json tasks = json::array();
+    for (const auto& outcome : inv.client().cancel(ids.get<std::vector<std::uint64_t>>())) {
+        tasks.push_back(outcome.task.json);
     }
     if (inv.json()) {
-        inv.print_json(reply);
+        inv.print_json({{"tasks", tasks}});
     }
     int rc = 0;
     json cancelled = json::array();
@@ -206,12 +201,12 @@ int cancel(Invocation& inv, const std::vector<std::string>& id_texts) {
 }
 
 int tasks(Invocation& inv) {
-    const json reply = inv.client().call({{"op", "tasks"}});
+    const json listed = jsons_of(inv.client().tasks());
     if (inv.json()) {
-        inv.print_json(reply);
+        inv.print_json({{"tasks", listed}});
     } else {
-        inv.out() << render_tasks(reply.value("tasks", json::array()));
-        inv.print_ids(reply.value("tasks", json::array()));
+        inv.out() << render_tasks(listed);
+        inv.print_ids(listed);
     }
     return 0;
 }

@@ -3,12 +3,14 @@
 //
 // Thread safety: plain values.
 
+#include "client/connection.h"
+
 #include <chrono>
 #include <string>
 
 namespace canopy::cli {
 
-inline constexpr const char* DEFAULT_SOCKET = "/run/canopy/canopy.sock";
+inline constexpr const char* DEFAULT_SOCKET = client::DEFAULT_SOCKET;
 
 struct Environment {
     std::string socket_env;                         // $CANOPY_SOCKET; empty when unset

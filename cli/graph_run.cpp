@@ -11,17 +11,12 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-json task_list(const json& reply, const char* op) {
-    const json tasks = reply.value("tasks", json());
-    if (!tasks.is_array()) {
-        throw protocol_error(std::string("the reply to \"") + op + "\" has no \"tasks\" array");
-    }
+json task_list(const std::vector<client::TaskState>& tasks) {
+    json out = json::array();
     for (const auto& t : tasks) {
-        if (!t.is_object() || !t.contains("id")) {
-            throw protocol_error(std::string("the reply to \"") + op + "\" lists a task without an id");
-        }
+        out.push_back(t.json);
     }
-    return tasks;
+    return out;
 }
 
 } // namespace
@@ -45,23 +40,28 @@ std::string progress_line(const json& progress) {
            std::to_string(count("failed")) + " failed";
 }
 
-json run_graph(Client& client, const json& graph, bool wait, const Environment& env, std::ostream& err) {
+json run_graph(client::Connection& connection, const json& graph, bool wait, const Environment& env,
+               std::ostream& err) {
+    const client::Graph g = client::Graph::from_json(graph);
     if (!wait) {
-        return task_list(client.call({{"op", "run"}, {"graph", graph}, {"wait", false}}), "run");
+        return task_list(connection.run(g).states());
     }
     const Clock::time_point start = Clock::now();
     bool drawn = false;
-    const json reply = client.call({{"op", "run"}, {"graph", graph}, {"wait", true}, {"progress", env.stderr_is_tty}},
-                                   [&](const json& progress) {
-                                       if (env.stderr_is_tty && Clock::now() - start >= env.progress_after) {
-                                           err << progress_line(progress) << std::flush;
-                                           drawn = true;
-                                       }
-                                   });
+    client::Connection::ProgressHandler on_progress;
+    if (env.stderr_is_tty) {
+        on_progress = [&](const json& progress) {
+            if (Clock::now() - start >= env.progress_after) {
+                err << progress_line(progress) << std::flush;
+                drawn = true;
+            }
+        };
+    }
+    const json tasks = task_list(connection.run_wait(g, on_progress));
     if (drawn) {
         err << "\n";
     }
-    return task_list(reply, "run");
+    return tasks;
 }
 
 } // namespace canopy::cli

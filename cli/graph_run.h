@@ -7,10 +7,10 @@
 // second while tasks finish); once the graph has run for Environment::progress_after a line
 // "\r[12/40] done, 1 failed" is redrawn on each, and a final '\n' ends it. Nothing is drawn otherwise.
 //
-// Thread safety: uses the caller's Client; one thread at a time.
+// Thread safety: uses the caller's Connection; one thread at a time.
 
-#include "cli/client.h"
 #include "cli/environment.h"
+#include "client/connection.h"
 
 #include <iosfwd>
 #include <nlohmann/json.hpp>
@@ -25,9 +25,9 @@ bool is_failure(const nlohmann::json& task);
 // "\r[done/total] done, F failed" of a progress frame {"done", "failed", "total"}; missing counts are 0.
 std::string progress_line(const nlohmann::json& progress);
 
-// The graph's TASKSTATEs in graph order: as `run` replied, or with `wait` each in its final state. Throws
-// what Client::call throws, and protocol_error for a reply without a "tasks" array of objects with ids.
-nlohmann::json run_graph(Client& client, const nlohmann::json& graph, bool wait, const Environment& env,
+// The graph's TASKSTATEs in graph order: as `run` replied, or with `wait` each in its final state. Throws what
+// the Connection throws (a reply without a "tasks" array of tasks with ids is a client::ProtocolError).
+nlohmann::json run_graph(client::Connection& connection, const nlohmann::json& graph, bool wait, const Environment& env,
                          std::ostream& err);
 
 } // namespace canopy::cli

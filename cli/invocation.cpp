@@ -4,9 +4,17 @@
 
 namespace canopy::cli {
 
-Client& Invocation::client() {
-    if (!client_) {
-        client_.emplace(Client::connect(env_.socket_path(socket_option_)));
+client::Connection& Invocation::client() {
+    if (client_) {
+        return *client_;
+    }
+    const std::string path = env_.socket_path(socket_option_);
+    try {
+        client_.emplace(client::Connection::connect(path));
+    } catch (const std::invalid_argument& e) {
+        throw usage_error("--socket \"" + path + "\": " + e.what());
+    } catch (const client::ConnectError& e) {
+        throw unreachable_error(std::string(e.what()) + " (is canopyd running? set --socket or CANOPY_SOCKET)");
     }
     return *client_;
 }

@@ -1,14 +1,14 @@
 #pragma once
 // Invocation: one run of the CLI. It holds the output streams, the Environment, the options every command
-// takes (--json, --socket) and the connection to canopyd, opened on first use so that a command fails
-// on its arguments before it touches the socket.
+// takes (--json, --socket) and the connection to canopyd (the client library's, client/connection.h), opened on
+// first use so that a command fails on its arguments before it touches the socket.
 //
-// Ownership: borrows the streams and the Environment, which outlive it; owns the Client.
+// Ownership: borrows the streams and the Environment, which outlive it; owns the Connection.
 // Thread safety: one thread.
 
 #include "cli/cli_error.h"
-#include "cli/client.h"
 #include "cli/environment.h"
+#include "client/connection.h"
 
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -37,8 +37,9 @@ public:
     // Under -q: the "id" of each object of `items`, one per line, on stdout. Nothing otherwise.
     void print_ids(const nlohmann::json& items);
 
-    // Connects on the first call (Environment::socket_path); throws what Client::connect throws.
-    Client& client();
+    // Connects on the first call (Environment::socket_path). Throws usage_error for a --socket path too long for a
+    // socket, unreachable_error when nothing accepts on it.
+    client::Connection& client();
 
     // Writes `value` as indented JSON and a newline on stdout.
     void print_json(const nlohmann::json& value);
@@ -55,7 +56,7 @@ private:
     bool quiet_ = false;
     std::string socket_option_;
     std::ostream discard_{nullptr};
-    std::optional<Client> client_;
+    std::optional<client::Connection> client_;
 };
 
 } // namespace canopy::cli

@@ -3,7 +3,6 @@
 #include "cli/cli_error.h"
 #include "cli/tensor_spec.h"
 #include "cli/units.h"
-#include "protocol/base64.h"
 
 #include <cerrno>
 #include <charconv>
@@ -100,31 +99,25 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 } // namespace
 
-json buffer_create_request(const BufferCreateArgs& args) {
-    const std::uint64_t bytes = parse_byte_size(args.bytes, "--bytes");
-    if (bytes == 0) {
+client::BufferSpec buffer_create_spec(const BufferCreateArgs& args) {
+    client::BufferSpec spec;
+    spec.bytes = parse_byte_size(args.bytes, "--bytes");
+    if (spec.bytes == 0) {
         throw usage_error("--bytes \"" + args.bytes + "\": a buffer has at least 1 byte");
     }
-    json request = {{"op", "buffer.create"}, {"bytes", bytes}};
-    if (!args.backend.empty()) {
-        request["backend"] = args.backend;
-    }
-    if (!args.on.empty()) {
-        request["on"] = args.on;
-    }
+    spec.backend = args.backend;
+    spec.on = args.on;
     if (!args.world.empty()) {
         if (args.backend != "symmetric") {
             throw usage_error("--world \"" + args.world + "\": only a --backend symmetric buffer has a world");
         }
-        request["world"] = world_list(args.world);
+        spec.world = world_list(args.world).get<std::vector<std::string>>();
     }
-    if (!args.access.empty()) {
-        request["access"] = args.access;
-    }
-    return request;
+    spec.access = args.access;
+    return spec;
 }
 
-json submit_request(const SubmitArgs& args) {
+json submit_task(const SubmitArgs& args) {
     json tensors = json::array();
     for (const auto& [option, spec] : args.tensors) {
         tensors.push_back({{"tensor", parse_tensor_spec(spec, option)}, {"tag", tag_of(option)}});
@@ -158,7 +151,7 @@ json submit_request(const SubmitArgs& args) {
         }
         task["launch"] = std::move(launch);
     }
-    return {{"op", "submit"}, {"task", std::move(task)}, {"wait", args.wait}};
+    return task;
 }
 
 std::string read_file(const std::string& path, const std::string& option) {
@@ -216,12 +209,11 @@ std::string module_format(const std::string& path, const std::string& data, cons
                       "\": cannot tell PTX from cubin (name it .ptx, .cubin or .fatbin, or pass --format)");
 }
 
-json module_load_request(const std::string& name, const std::string& path, const std::string& forced_format) {
-    const std::string data = read_file(path, "FILE");
-    return {{"op", "module.load"},
-            {"name", name},
-            {"format", module_format(path, data, forced_format)},
-            {"data", base64_encode(data)}};
+ModuleImage module_image(const std::string& path, const std::string& forced_format) {
+    ModuleImage image;
+    image.data = read_file(path, "FILE");
+    image.format = module_format(path, image.data, forced_format);
+    return image;
 }
 
 } // namespace canopy::cli

@@ -6,6 +6,8 @@
 //
 // Thread safety: pure functions (module_load_request and load_graph_file read a file).
 
+#include "client/types.h"
+
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -22,7 +24,8 @@ struct BufferCreateArgs {
     std::string access;  // "r" | "w" | "rw"
 };
 
-nlohmann::json buffer_create_request(const BufferCreateArgs& args);
+// What `buffer.create` is asked for: only the arguments given.
+client::BufferSpec buffer_create_spec(const BufferCreateArgs& args);
 
 // One tensor argument as given: the option ("--in", "--out", "--inout") and its SPEC.
 using TensorOption = std::pair<std::string, std::string>;
@@ -44,10 +47,10 @@ struct SubmitArgs {
     bool tf32 = false;
 };
 
-// {"op": "submit", "task": {"kernel", "on", "args": [tensors..., scalars...]}, "wait"}. With --param the args
-// follow the parameters instead (the i-th "tensor" parameter takes the i-th tensor option, any other kind the
-// next --scalar) and the task carries "params"; with --grid/--block/--shared or --tf32 it carries "launch".
-nlohmann::json submit_request(const SubmitArgs& args);
+// The TASK of `submit`: {"kernel", "on", "args": [tensors..., scalars...]}. With --param the args follow the
+// parameters instead (the i-th "tensor" parameter takes the i-th tensor option, any other kind the next --scalar)
+// and the task carries "params"; with --grid/--block/--shared or --tf32 it carries "launch".
+nlohmann::json submit_task(const SubmitArgs& args);
 
 // The graph of GRAPH.json: a JSON object with a "tasks" array. Throws usage_error naming the file when
 // it cannot be read, is not JSON or has no "tasks" array.
@@ -58,8 +61,13 @@ nlohmann::json load_graph_file(const std::string& path);
 // PTX). Throws usage_error when neither tells. The daemon classifies the bytes again and refuses a mismatch.
 std::string module_format(const std::string& path, const std::string& data, const std::string& forced);
 
-// {"op": "module.load", "name", "format", "data": base64}. Throws usage_error when FILE cannot be read.
-nlohmann::json module_load_request(const std::string& name, const std::string& path, const std::string& forced_format);
+// A module image to load: FILE's bytes and their format (module_format). Throws usage_error when FILE cannot be
+// read.
+struct ModuleImage {
+    std::string data;
+    std::string format;
+};
+ModuleImage module_image(const std::string& path, const std::string& forced_format);
 
 // The whole content of a file; throws usage_error naming `option` and the path with the errno text.
 std::string read_file(const std::string& path, const std::string& option);

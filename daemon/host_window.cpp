@@ -12,14 +12,20 @@ namespace canopy::daemon {
 
 namespace {
 
+// Windows up to this size are faulted in when mapped (MAP_POPULATE), in one go rather than page by page during the
+// transfer. The mapping is made on the io thread or a completion thread, so a larger window is left to fault while
+// its bytes move, a socket buffer at a time, between other clients' work.
+constexpr std::uint64_t POPULATE_MAX_BYTES = std::uint64_t{256} << 20;
+
 // Maps [offset, offset + length) of `fd`: mmap wants a page-aligned file offset, so the mapping starts at the page
-// that holds `offset`. Every page is faulted in at once: the transfer touches each of them.
+// that holds `offset`.
 HostWindow map_fd_range(int fd, std::uint64_t offset, std::uint64_t length, bool write) {
     const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
     const std::uint64_t start = offset / page * page;
     const auto span = static_cast<std::size_t>(offset + length - start);
     const int prot = PROT_READ | (write ? PROT_WRITE : 0);
-    void* p = ::mmap(nullptr, span, prot, MAP_SHARED | MAP_POPULATE, fd, static_cast<off_t>(start));
+    const int populate = span <= POPULATE_MAX_BYTES ? MAP_POPULATE : 0;
+    void* p = ::mmap(nullptr, span, prot, MAP_SHARED | populate, fd, static_cast<off_t>(start));
     if (p == MAP_FAILED) {
         throw ipc::SysError(errno, "mmap");
     }

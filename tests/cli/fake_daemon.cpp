@@ -1,7 +1,6 @@
 #include "tests/cli/fake_daemon.h"
 
 #include "cli/app.h"
-#include "cli/frame.h"
 
 #include <array>
 #include <cstdlib>
@@ -49,18 +48,40 @@ void write_all(int fd, const std::string& bytes) {
 
 FakeReply ok(json payload) {
     payload["ok"] = true;
-    return {std::move(payload), "", false};
+    return {std::move(payload), "", false, ""};
+}
+
+FakeReply ok_with(std::string bytes, json payload) {
+    payload["ok"] = true;
+    payload["attachment"] = bytes.size();
+    return {std::move(payload), "", false, std::move(bytes)};
 }
 
 FakeReply error(const std::string& code, const std::string& message) {
-    return {json{{"ok", false}, {"error", {{"code", code}, {"message", message}}}}, "", false};
+    return {json{{"ok", false}, {"error", {{"code", code}, {"message", message}}}}, "", false, ""};
 }
 
 FakeReply raw(std::string bytes, bool close_after) {
-    return {std::nullopt, std::move(bytes), close_after};
+    return {std::nullopt, std::move(bytes), close_after, ""};
 }
 
-FakeDaemon::FakeDaemon(Handler handler) : handler_(std::move(handler)) {
+std::string frame_header(std::uint32_t n) {
+    std::string header(4, '\0');
+    for (std::size_t i = 0; i < 4; ++i) {
+        header[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+    }
+    return header;
+}
+
+std::string frame(const std::string& body) {
+    return frame_header(static_cast<std::uint32_t>(body.size())) + body;
+}
+
+FakeDaemon::FakeDaemon(Handler handler)
+    : FakeDaemon(AttachmentHandler(
+          [handler = std::move(handler)](const json& request, const std::string&) { return handler(request); })) {}
+
+FakeDaemon::FakeDaemon(AttachmentHandler handler) : handler_(std::move(handler)) {
     std::string tmpl = (std::filesystem::temp_directory_path() / "canopy-cli-test-XXXXXX").string();
     if (::mkdtemp(tmpl.data()) == nullptr) {
         throw std::runtime_error("mkdtemp failed");
@@ -94,6 +115,11 @@ std::vector<json> FakeDaemon::requests() const {
     return requests_;
 }
 
+std::vector<std::string> FakeDaemon::attachments() const {
+    std::lock_guard lock(mutex_);
+    return attachments_;
+}
+
 // True when `fd` is readable; false when the stop pipe is.
 bool FakeDaemon::wait_readable(int fd) const {
     pollfd fds[2] = {{fd, POLLIN, 0}, {stop_pipe_[0], POLLIN, 0}};
@@ -114,26 +140,37 @@ void FakeDaemon::serve() {
 
 void FakeDaemon::serve_connection(int fd) {
     while (wait_readable(fd)) {
-        std::array<char, FRAME_HEADER_BYTES> header{};
-        if (!read_exact(fd, header.data(), header.size())) {
+        std::array<unsigned char, 4> header{};
+        if (!read_exact(fd, reinterpret_cast<char*>(header.data()), header.size())) {
             return;
         }
-        std::string body(decode_frame_header(header), '\0');
+        const std::uint32_t n = std::uint32_t{header[0]} | std::uint32_t{header[1]} << 8 |
+                                std::uint32_t{header[2]} << 16 | std::uint32_t{header[3]} << 24;
+        std::string body(n, '\0');
         if (!read_exact(fd, body.data(), body.size())) {
             return;
         }
         const json request = json::parse(body, nullptr, false);
         const json id = request.is_object() && request.contains("id") ? request["id"] : json();
+        const bool attached = request.is_object() && request.value("op", "") == "buffer.write" &&
+                              request.contains("attachment") && request["attachment"].is_number_unsigned();
+        std::string attachment(attached ? request["attachment"].get<std::size_t>() : 0, '\0');
+        if (!read_exact(fd, attachment.data(), attachment.size())) {
+            return;
+        }
         {
             std::lock_guard lock(mutex_);
             requests_.push_back(request);
+            if (attached) {
+                attachments_.push_back(attachment);
+            }
         }
-        FakeReply reply = handler_(request);
+        FakeReply reply = handler_(request, attachment);
         if (reply.body) {
             if (!id.is_null()) {
                 (*reply.body)["id"] = id;
             }
-            write_all(fd, encode_frame(reply.body->dump()));
+            write_all(fd, frame(reply.body->dump()) + reply.attachment);
         } else {
             write_all(fd, reply.raw);
         }

@@ -1,6 +1,5 @@
 // Failed requests, an unreachable daemon and malformed replies.
 
-#include "cli/frame.h"
 #include "tests/cli/fake_daemon.h"
 
 #include <catch2/catch.hpp>
@@ -17,8 +16,7 @@ namespace {
 
 // A frame header announcing `n` bytes.
 std::string header(std::uint32_t n) {
-    const auto h = encode_frame_header(n);
-    return std::string(h.data(), h.size());
+    return frame_header(n);
 }
 
 CliRun against(FakeReply reply, std::vector<std::string> args = {"status"}) {
@@ -121,30 +119,30 @@ TEST_CASE("a reply frame with a huge length is a protocol error", "[cli]") {
 }
 
 TEST_CASE("a reply body that is not JSON is a protocol error", "[cli]") {
-    const CliRun r = against(raw(encode_frame("not json at all")));
+    const CliRun r = against(raw(frame("not json at all")));
     CHECK(r.rc == 1);
     CHECK(r.err.find("canopy: PROTOCOL_ERROR: the reply to \"status\" is not JSON (not json at all)") == 0);
-    const CliRun j = against(raw(encode_frame("\x01\x02 binary")), {"status", "--json"});
+    const CliRun j = against(raw(frame("\x01\x02 binary")), {"status", "--json"});
     CHECK(j.rc == 1);
     CHECK(json::parse(j.out)["error"]["code"] == "PROTOCOL_ERROR");
 }
 
 TEST_CASE("a reply that is not an object or has no ok is a protocol error", "[cli]") {
-    CHECK(against(raw(encode_frame("[1, 2]"))).err.find("is not a JSON object") != std::string::npos);
-    CHECK(against(raw(encode_frame("{\"id\": 1}"))).err.find("has no boolean \"ok\"") != std::string::npos);
-    CHECK(against(raw(encode_frame("{\"id\": 1, \"ok\": false}"))).err.find("failure without an error code") !=
+    CHECK(against(raw(frame("[1, 2]"))).err.find("is not a JSON object") != std::string::npos);
+    CHECK(against(raw(frame("{\"id\": 1}"))).err.find("has no boolean \"ok\"") != std::string::npos);
+    CHECK(against(raw(frame("{\"id\": 1, \"ok\": false}"))).err.find("failure without an error code") !=
           std::string::npos);
 }
 
 TEST_CASE("a reply carrying another request's id is a protocol error", "[cli]") {
-    const CliRun r = against(raw(encode_frame("{\"id\": 9, \"ok\": true}")));
+    const CliRun r = against(raw(frame("{\"id\": 9, \"ok\": true}")));
     CHECK(r.rc == 1);
     CHECK(r.err.find("carries id 9, expected 1") != std::string::npos);
 }
 
 TEST_CASE("a reply with a null id is accepted", "[cli]") {
-    const CliRun r = against(raw(encode_frame("{\"id\": null, \"ok\": false, \"error\": {\"code\": \"BAD_REQUEST\", "
-                                              "\"message\": \"frame too large\"}}")));
+    const CliRun r = against(raw(frame("{\"id\": null, \"ok\": false, \"error\": {\"code\": \"BAD_REQUEST\", "
+                                       "\"message\": \"frame too large\"}}")));
     CHECK(r.rc == 1);
     CHECK(r.err == "canopy: BAD_REQUEST: frame too large\n");
 }

@@ -8,7 +8,6 @@
 
 using namespace canopy::cli;
 using namespace canopy::cli::testing;
-using canopy::base64_decode;
 using canopy::base64_encode;
 using nlohmann::json;
 

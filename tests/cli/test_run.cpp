@@ -1,6 +1,5 @@
 // run, submit, wait and cancel: task outcomes and progress.
 
-#include "cli/frame.h"
 #include "cli/graph_run.h"
 #include "tests/cli/fake_daemon.h"
 
@@ -35,11 +34,11 @@ struct GraphDaemon {
         const json id = request["id"];
         std::string bytes;
         if (request.value("progress", false)) {
-            bytes += encode_frame(json{{"id", id}, {"progress", {{"done", 1}, {"failed", 0}, {"total", 3}}}}.dump());
-            bytes += encode_frame(json{{"id", id}, {"progress", {{"done", 2}, {"failed", 1}, {"total", 3}}}}.dump());
+            bytes += frame(json{{"id", id}, {"progress", {{"done", 1}, {"failed", 0}, {"total", 3}}}}.dump());
+            bytes += frame(json{{"id", id}, {"progress", {{"done", 2}, {"failed", 1}, {"total", 3}}}}.dump());
         }
         const json tasks = {task("a", 1, "completed"), task("b", 2, "failed"), task("c", 3, "completed")};
-        bytes += encode_frame(json{{"id", id}, {"ok", true}, {"tasks", tasks}}.dump());
+        bytes += frame(json{{"id", id}, {"ok", true}, {"tasks", tasks}}.dump());
         return raw(bytes);
     }
 

@@ -123,6 +123,33 @@ const json& worker_at(const json& status, const std::string& path) {
     throw std::runtime_error("no worker " + path + " in " + status.dump());
 }
 
+std::set<std::string> client_library_files(const std::filesystem::path& source_dir, const std::string& prefix) {
+    std::set<std::string> files;
+    for (const char* f : {"include/canopy/protocol/error.h", "include/canopy/ipc/unique_fd.h", "lib/libcanopy_client.a",
+                          "lib/libcanopy_protocol.a", "lib/libcanopy_ipc.a", "lib/cmake/canopy/canopyConfig.cmake",
+                          "lib/cmake/canopy/canopyConfigVersion.cmake", "lib/cmake/canopy/canopyTargets.cmake",
+                          "lib/pkgconfig/canopy-client.pc"}) {
+        files.insert(prefix + f);
+    }
+    for (const auto& header : std::filesystem::directory_iterator(source_dir / "client")) {
+        if (header.path().extension() == ".h") {
+            files.insert(prefix + "include/canopy/client/" + header.path().filename().string());
+        }
+    }
+    return files;
+}
+
+std::size_t take_config_targets(std::set<std::string>& installed, const std::string& prefix) {
+    const std::string stem = prefix + "lib/cmake/canopy/canopyTargets-";
+    std::size_t taken = 0;
+    for (auto it = installed.begin(); it != installed.end();) {
+        const bool match =
+            it->rfind(stem, 0) == 0 && it->size() > stem.size() + 6 && it->compare(it->size() - 6, 6, ".cmake") == 0;
+        it = match ? (++taken, installed.erase(it)) : std::next(it);
+    }
+    return taken;
+}
+
 bool has_row(const std::string& table, const std::vector<std::string>& cells) {
     std::istringstream lines(table);
     for (std::string line; std::getline(lines, line);) {

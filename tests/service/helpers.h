@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,14 @@ std::string error_message_of(const nlohmann::json& out, const std::string& task_
 std::uint64_t tasks_done_sum(const nlohmann::json& status);
 // The worker of a `status` reply with that path ("/chip0"); throws when absent.
 const nlohmann::json& worker_at(const nlohmann::json& status, const std::string& path);
+
+// The files `cmake --install` puts under `prefix` ("" or "usr/") for the C++ client library
+// (cmake/CanopyInstall.cmake), its public headers read from `source_dir`; besides these, one
+// lib/cmake/canopy/canopyTargets-<config>.cmake, named by the build type, which take_config_targets takes out of a
+// listing.
+std::set<std::string> client_library_files(const std::filesystem::path& source_dir, const std::string& prefix);
+// Removes from `installed` the files named prefix + "lib/cmake/canopy/canopyTargets-*.cmake"; returns how many.
+std::size_t take_config_targets(std::set<std::string>& installed, const std::string& prefix);
 
 // True when a line of a CLI table, split at runs of spaces, holds `cells` as consecutive cells.
 bool has_row(const std::string& table, const std::vector<std::string>& cells);

@@ -101,26 +101,27 @@ TEST_CASE("buffer create makes shm, vmm and symmetric buffers that list and show
     CHECK_THAT(shown.out, Catch::Contains("sim_vmm"));
 }
 
-TEST_CASE("buffer write and read round-trip a multi-chunk file byte for byte where no fd is handed out", "[service]") {
-    // A preloaded arena has no fd (buffer.fd is BAD_REQUEST), so the CLI moves its bytes in 512 KiB chunks; a
-    // posix_shm buffer goes through its fd in one request (test_buffer_fd_e2e.cpp).
+TEST_CASE("buffer write and read round-trip a file byte for byte as attachments where no fd is handed out",
+          "[service]") {
+    // A preloaded arena has no fd (buffer.fd is BAD_REQUEST), so the CLI moves its bytes as attachments, one request
+    // each way; a posix_shm buffer goes through its fd in one request (test_buffer_fd_e2e.cpp).
     Daemon d(e2e_config(2, 2, {{"preload", {{{"name", "scratch"}, {"backend", "fork_shm"}, {"bytes", 4194304}}}}}));
     TempDir files;
     const std::string id = "scratch";
     const std::size_t offset = 1000;                              // not chunk-aligned
-    const std::string data = pattern_bytes(1536 * 1024 + 123, 7); // 1.5 MiB + 123: four 512 KiB requests
+    const std::string data = pattern_bytes(1536 * 1024 + 123, 7); // 1.5 MiB + 123
     const auto in = write_file(files.path, "in.bin", data);
 
     const json wrote = d.cli_json({"buffer", "write", id, "--from", in, "--offset", std::to_string(offset)});
     CHECK(wrote.at("written") == data.size());
     CHECK(wrote.at("offset") == offset);
-    CHECK(wrote.at("requests").get<int>() == 4);
+    CHECK(wrote.at("requests").get<int>() == 1);
 
     const auto out = (files.path / "out.bin").string();
     const json read = d.cli_json({"buffer", "read", id, "--to", out, "--offset", std::to_string(offset), "--bytes",
                                   std::to_string(data.size())});
     CHECK(read.at("bytes") == data.size());
-    CHECK(read.at("requests").get<int>() == 4);
+    CHECK(read.at("requests").get<int>() == 1);
     const std::string back = read_file(out);
     REQUIRE(back.size() == data.size());
     CHECK(back == data);

@@ -12,7 +12,8 @@
 using namespace canopy::e2e;
 namespace fs = std::filesystem;
 
-TEST_CASE("cmake --install puts the binaries, unit, man pages, completion, docs and examples in the prefix",
+TEST_CASE("cmake --install puts the binaries, unit, man pages, completion, docs, examples and the client library in "
+          "the prefix",
           "[service][install]") {
     TempDir prefix;
     const Output o = run_program(
@@ -42,6 +43,10 @@ TEST_CASE("cmake --install puts the binaries, unit, man pages, completion, docs 
             expected.insert("share/doc/canopy/examples/" + example.path().filename().string());
         }
     }
+    for (const auto& f : client_library_files(CANOPY_SOURCE_DIR, "")) {
+        expected.insert(f);
+    }
+    CHECK(take_config_targets(installed, "") == 1);
     CHECK(installed == expected);
 
     // The installed binaries run, and say the same version.

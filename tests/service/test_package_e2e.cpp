@@ -73,6 +73,9 @@ std::set<std::string> expected_files() {
             expected.insert("usr/share/doc/canopy/examples/" + example.path().filename().string());
         }
     }
+    for (const auto& f : client_library_files(CANOPY_SOURCE_DIR, "usr/")) {
+        expected.insert(f);
+    }
     return expected;
 }
 
@@ -113,6 +116,7 @@ TEST_CASE("the Debian package cpack makes holds its files, dependencies, conffil
         INFO(path);
         CHECK(mode == (path.rfind("usr/bin/", 0) == 0 ? "-rwxr-xr-x root/root" : "-rw-r--r-- root/root"));
     }
+    CHECK(take_config_targets(paths, "usr/") == 1);
     CHECK(paths == expected_files());
 
     // The control fields; Depends comes from dpkg-shlibdeps (libc6 at least) and names adduser for postinst.
