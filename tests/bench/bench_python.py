@@ -8,7 +8,8 @@ socket, then measures, as medians:
     mapping, whose difference is the page-fault share;
   - 64 MiB through the socket as binary attachments (buffer.write / buffer.read), in GB/s;
   - one no-op task (sleep_ms 0 on a sub) from Python: execute (submit with wait, one round trip) and
-    submit().result() (submit, then a wait on a wait lane), against one status request;
+    submit().result() (submit, then a wait on a wait lane), against one status request and against the C++
+    client's submit_wait on the same daemon (build/tests/bench/bench_client_noop, run before and after);
   - a graph of 10 000 tasks built and submitted (until its future exists: the daemon accepted every task),
     and until it completed; no-op tasks, and fill tasks over 4-byte views of one buffer.
 
@@ -162,13 +163,32 @@ def bench_latency(c: canopy.Client, calls: int) -> list[tuple[str, float]]:
         return statistics.median(ts) * 1e6
 
     status = samples(c.status)
+    # The C++ client's submit_wait against the same daemon, before and after Python's own: the same run.
+    cpp_before = cpp_noop(c.socket_path, calls)
     execute = samples(lambda: c.execute("sleep_ms", "sub0", canopy.i64(0)))
+    cpp_after = cpp_noop(c.socket_path, calls)
     future = samples(lambda: c.submit("sleep_ms", "sub0", canopy.i64(0)).result())
-    return [
+    rows = [
         ("one status request (baseline)", status),
         ("one no-op task: execute (submit with wait)", execute),
         ("one no-op task: submit().result()", future),
     ]
+    if cpp_before is not None and cpp_after is not None:
+        cpp = (cpp_before + cpp_after) / 2
+        rows.append(("one no-op task: C++ client submit_wait (bench_client_noop, before and after)", cpp))
+        print(f"Python execute / C++ submit_wait: {execute / cpp:.2f}x (target <= 1.5x: "
+              f"{'met' if execute <= 1.5 * cpp else 'missed'})\n")
+    return rows
+
+
+def cpp_noop(socket_path: str, calls: int) -> float | None:
+    """The median of bench_client_noop against the daemon at `socket_path`, in µs; None without the binary."""
+    binary = os.environ.get("CANOPY_BENCH_CLIENT_NOOP", str(ROOT / "build" / "tests" / "bench" / "bench_client_noop"))
+    if not os.access(binary, os.X_OK):
+        print(f"({binary} not built: no C++ client baseline)\n")
+        return None
+    out = subprocess.run([binary, socket_path, str(calls)], check=True, capture_output=True, text=True).stdout
+    return float(out.split()[-1])
 
 
 def bench_graph(c: canopy.Client, runs: int) -> list[tuple[str, float, float, float, float]]:
@@ -248,9 +268,10 @@ def main() -> None:
                 for label, ms in bench_socket(c, args.runs):
                     print(f"| {label} | {ms:.1f} | {SIZE / ms / 1e6:.2f} |")
                 print()
+            latency = bench_latency(c, args.calls)
             print(f"## One task (median of {args.calls}, after 500 warm-up calls)\n")
             print("| call | µs |\n|---|---:|")
-            for label, us in bench_latency(c, args.calls):
+            for label, us in latency:
                 print(f"| {label} | {us:.1f} |")
             print(f"\n## A graph of 10 000 tasks (median of {args.runs})\n")
             print(
