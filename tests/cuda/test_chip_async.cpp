@@ -4,9 +4,9 @@
 // and stops at a failed link; user module kernels launch the same way.
 #include "chip_fixture.h"
 #include "tests/cuda/user_module.h"
+#include "tests/task_results.h"
 
 #include <catch2/catch.hpp>
-#include <future>
 
 using namespace canopy;
 using namespace canopy::testing;
@@ -15,19 +15,6 @@ using daemon::Supervisor;
 using daemon::TaskResult;
 
 namespace {
-
-struct Results {
-    std::vector<std::future<TaskResult>> futures;
-    daemon::TaskCallback next() {
-        auto promise = std::make_shared<std::promise<TaskResult>>();
-        futures.push_back(promise->get_future());
-        return [promise](TaskResult r) { promise->set_value(std::move(r)); };
-    }
-    TaskResult get(std::size_t i) {
-        REQUIRE(futures[i].wait_for(std::chrono::seconds(60)) == std::future_status::ready);
-        return futures[i].get();
-    }
-};
 
 TensorArg one(const BufferDescriptor& d, std::uint32_t i, TensorTag tag) {
     return {make_tensor(d, DataType::FLOAT32, {1}, {}, std::uint64_t{i} * 4), tag};
@@ -47,7 +34,7 @@ TEST_CASE("a cuda chip keeps many independent tasks in flight and reports each o
     for (std::uint32_t i = 0; i < n; ++i) {
         v[i] = static_cast<float>(i);
     }
-    Results results;
+    TaskResults results;
     for (std::uint32_t i = 0; i < n; ++i) {
         sup.submit(task("scale", "chip0", {one(b, i, TensorTag::INOUT)}, {ScalarArg::f32(3)}), results.next());
     }
@@ -78,7 +65,7 @@ TEST_CASE("a sticky error among tasks in flight fails them with that error, rest
         v[i] = 1.0f;
     }
     const pid_t before = status_of(sup, "/chip0")->pid;
-    Results results;
+    TaskResults results;
     for (std::uint32_t i = 0; i < n; ++i) {
         if (i == fault_at) {
             sup.submit(task("illegal_address", "chip0", {}), results.next());
@@ -132,7 +119,7 @@ TEST_CASE("a chain of tasks ordered on a cuda chip's stream gives its final valu
         xv[i] = static_cast<float>(i % 7);
         yv[i] = 0.0f;
     }
-    Results results;
+    TaskResults results;
     // y += x, a thousand times, each link ordered after the one before it: all submitted at once.
     for (std::uint64_t k = 0; k < links; ++k) {
         auto r = task("axpy", "chip0",
@@ -167,7 +154,7 @@ TEST_CASE("a chain on a cuda chip stops at a failed link: the links after it fai
     auto* yv = reinterpret_cast<float*>(ys.data());
     yv[0] = 1.0f;
     const auto doomed = shm_buffer(sup, 64);
-    Results results;
+    TaskResults results;
     const auto link = [&](std::uint64_t id, std::vector<std::uint64_t> after, const BufferDescriptor& b) {
         auto r = task("scale", "chip0", {one(b, 0, TensorTag::INOUT)}, {ScalarArg::f32(2)});
         r.id = id;
@@ -217,13 +204,14 @@ TEST_CASE("user module kernels launch asynchronously, many in flight", "[cuda][c
     for (std::uint32_t i = 0; i < n; ++i) {
         xv[i] = static_cast<float>(i);
     }
-    Results results;
+    TaskResults results;
     // Launch j computes y[j] = j * x + y[j] over its own block of y, all submitted before any has finished.
     for (std::uint32_t j = 0; j < launches; ++j) {
-        auto r = task("um:saxpy", "chip0",
-                      {TensorArg{make_tensor(y, DataType::FLOAT32, {n}, {}, std::uint64_t{j} * n * 4), TensorTag::INOUT},
-                       TensorArg{make_tensor(x, DataType::FLOAT32, {n}), TensorTag::INPUT}},
-                      {ScalarArg::f32(static_cast<float>(j)), ScalarArg::i64(n)});
+        auto r =
+            task("um:saxpy", "chip0",
+                 {TensorArg{make_tensor(y, DataType::FLOAT32, {n}, {}, std::uint64_t{j} * n * 4), TensorTag::INOUT},
+                  TensorArg{make_tensor(x, DataType::FLOAT32, {n}), TensorTag::INPUT}},
+                 {ScalarArg::f32(static_cast<float>(j)), ScalarArg::i64(n)});
         r.launch = LaunchConfig{{1, 1, 1}, {n, 1, 1}, 0, 0b1100};
         sup.submit(std::move(r), results.next());
     }

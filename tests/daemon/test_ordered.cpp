@@ -2,9 +2,9 @@
 // names succeeded; the supervisor fails a queued task whose predecessor failed, one submitted after that failure,
 // and lets a frame name only the predecessors still in the mailbox.
 #include "fixture.h"
+#include "tests/task_results.h"
 
 #include <catch2/catch.hpp>
-#include <future>
 
 using namespace canopy;
 using namespace canopy::testing;
@@ -12,21 +12,6 @@ using daemon::Supervisor;
 using daemon::TaskResult;
 
 namespace {
-
-// Collects the result of each task submitted through it.
-struct Pending {
-    std::vector<std::future<TaskResult>> futures;
-
-    daemon::TaskCallback next() {
-        auto promise = std::make_shared<std::promise<TaskResult>>();
-        futures.push_back(promise->get_future());
-        return [promise](TaskResult r) { promise->set_value(std::move(r)); };
-    }
-    TaskResult get(std::size_t i) {
-        REQUIRE(futures[i].wait_for(std::chrono::seconds(20)) == std::future_status::ready);
-        return futures[i].get();
-    }
-};
 
 daemon::TaskRequest ordered(daemon::TaskRequest r, std::vector<std::uint64_t> after, std::uint64_t id) {
     r.id = id;
@@ -58,7 +43,7 @@ TEST_CASE("a frame in flight behind a failed frame fails DEPENDENCY_FAILED on th
         INFO(worker);
         const auto b = sup.create_buffer({64, Backend::POSIX_SHM, Access::READWRITE, "", {}});
         auto m = map_shm(b);
-        Pending p;
+        TaskResults p;
         sup.submit(sleep_task(worker, 300, 2001), p.next());
         // A fill whose view the worker refuses (the buffer is released below before the worker reaches it) fails
         // on the worker; the task ordered after it sits in the mailbox behind it.
@@ -122,7 +107,7 @@ TEST_CASE("a queued task ordered after one that dies with its worker never reach
     sup.start();
     const auto b = sup.create_buffer({64, Backend::POSIX_SHM, Access::READWRITE, "", {}});
     auto m = map_shm(b);
-    Pending p;
+    TaskResults p;
     // The first frame aborts the worker; the frames behind it fill the mailbox and never run, so nothing is taken
     // off it before the worker dies, and the fill stays in the supervisor's queue (or arrives after the death).
     auto abort_task = task("abort", "chip0", {});
@@ -154,7 +139,7 @@ TEST_CASE("a task ordered after more tasks than a frame names waits for enough o
     const auto b = sup.create_buffer({PARTS * 4, Backend::POSIX_SHM, Access::READWRITE, "", {}});
     const auto out = sup.create_buffer({4, Backend::POSIX_SHM, Access::READWRITE, "", {}});
     auto m = map_shm(out);
-    Pending p;
+    TaskResults p;
     sup.submit(sleep_task("chip0", 200, 5000), p.next());
     std::vector<std::uint64_t> parts;
     for (std::uint32_t i = 0; i < PARTS; ++i) {
