@@ -56,9 +56,8 @@ std::vector<std::byte> decode_data(const std::string& text) {
     } catch (const Base64Error& e) {
         bad(std::string("data: ") + e.what());
     }
-    std::vector<std::byte> out(bytes.size());
-    std::memcpy(out.data(), bytes.data(), bytes.size());
-    return out;
+    const auto* first = reinterpret_cast<const std::byte*>(bytes.data());
+    return std::vector<std::byte>(first, first + bytes.size()); // no memcpy: an empty vector's data() is null
 }
 
 void Service::handle_buffer_transfer(const json& request, const Reply& reply, bool write, const Peer& peer,

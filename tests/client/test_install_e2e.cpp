@@ -85,7 +85,8 @@ TEST_CASE("the installed client library builds a consumer with find_package(cano
     const fs::path build = project.path / "build";
     const Output configured = run_program("/usr/bin/env",
                                           {"cmake", "-S", project.path.string(), "-B", build.string(),
-                                           "-DCMAKE_PREFIX_PATH=" + prefix.path.string(), "-DCMAKE_BUILD_TYPE=Release"},
+                                           "-DCMAKE_PREFIX_PATH=" + prefix.path.string(), "-DCMAKE_BUILD_TYPE=Release",
+                                           std::string("-DCMAKE_CXX_FLAGS=") + CANOPY_CONSUMER_FLAGS},
                                           {}, std::nullopt, std::chrono::seconds(120));
     INFO(configured.out << configured.err);
     REQUIRE(configured.rc == 0);
@@ -108,8 +109,8 @@ TEST_CASE("the installed client library builds a consumer with find_package(cano
     const std::string binary = (project.path / "consumer-pc").string();
     const Output compiled =
         run_program("/bin/sh",
-                    {"-c", "c++ -std=c++20 -o " + binary + " " + (project.path / "main.cpp").string() +
-                               " $(pkg-config --cflags --libs canopy-client)"},
+                    {"-c", "c++ -std=c++20 " + std::string(CANOPY_CONSUMER_FLAGS) + " -o " + binary + " " +
+                               (project.path / "main.cpp").string() + " $(pkg-config --cflags --libs canopy-client)"},
                     {{"PKG_CONFIG_PATH", pc_path}}, std::nullopt, std::chrono::seconds(300));
     INFO(compiled.out << compiled.err);
     REQUIRE(compiled.rc == 0);

@@ -413,7 +413,8 @@ TEST_CASE("a client's mapping of a released buffer stays valid memory and the da
         std::memset(region.data(), 0x33, 1u << 20);
         CHECK(region.data()[(1u << 20) - 1] == std::byte{0x33});
         // The daemon no longer lists the buffer, and a shm object is gone from /dev/shm.
-        for (const json& b : c.request({{"op", "buffer.list"}}).at("buffers")) {
+        const json listed = c.request({{"op", "buffer.list"}});
+        for (const json& b : listed.at("buffers")) {
             CHECK(b.at("id") != id);
         }
         CHECK(c.request({{"op", "buffer.show"}, {"buffer", id}}).at("error").at("code") == "STALE_BUFFER");
