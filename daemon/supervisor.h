@@ -263,8 +263,9 @@ private:
                          std::vector<std::pair<TaskCallback, TaskResult>>& out);
 
     // ordered tasks (supervisor_order.cpp)
-    // Keeps the failure of `task` if it asked for that.
-    void note_failure(const PendingTask& task, ErrorCode code);
+    // Keeps the failure of task `task_id` if it asked for that (TaskRequest::keep_failure).
+    void note_failure(std::uint64_t task_id, bool keep_failure, ErrorCode code);
+    void note_failure(const PendingTask& task, ErrorCode code) { note_failure(task.task_id, task.keep_failure, code); }
     // DEPENDENCY_FAILED, naming the first task of `after` that failed; nullopt when none did.
     std::optional<TaskResult> dependency_failure(std::uint64_t task_id, const std::vector<std::uint64_t>& after) const;
     // Fails every queued task of `slot` ordered after a failed one (transitively). REQUIRES slot.mu.

@@ -263,10 +263,7 @@ std::uint64_t Supervisor::submit(TaskRequest request, TaskCallback done) {
 
 void Supervisor::reject(std::uint64_t task_id, bool keep_failure, ErrorCode code, const std::string& message,
                         TaskCallback& done) {
-    if (keep_failure) {
-        std::lock_guard lock(failures_mu_);
-        kept_failures_[task_id] = code;
-    }
+    note_failure(task_id, keep_failure, code);
     done(TaskResult{task_id, code, message, 0, 0});
 }
 
@@ -453,7 +450,7 @@ void Supervisor::completion_loop(ChildSlot& slot, Incarnation& inc) {
         // submitting task after task), then blocks. With nothing in flight on a machine of few CPUs it blocks at
         // once: its spin would take a CPU from the io thread and the worker. A submit into the empty mailbox
         // wakes a blocked wait, so that it spins while that frame runs.
-        inc.mailbox->wait_activity(seen, busy && spare_cpus() ? RESULT_SPIN_SPARE
+        inc.mailbox->wait_activity(seen, busy && spare_cpus()   ? RESULT_SPIN_SPARE
                                          : busy || spare_cpus() ? RESULT_SPIN
                                                                 : 0);
     }

@@ -28,12 +28,12 @@ void Supervisor::forget_failure(std::uint64_t task_id) {
     kept_failures_.erase(task_id);
 }
 
-void Supervisor::note_failure(const PendingTask& task, ErrorCode code) {
-    if (!task.keep_failure || code == ErrorCode::OK) {
+void Supervisor::note_failure(std::uint64_t task_id, bool keep_failure, ErrorCode code) {
+    if (!keep_failure || code == ErrorCode::OK) {
         return;
     }
     std::lock_guard lock(failures_mu_);
-    kept_failures_[task.task_id] = code;
+    kept_failures_[task_id] = code;
 }
 
 std::optional<TaskResult> Supervisor::dependency_failure(std::uint64_t task_id,

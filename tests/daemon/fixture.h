@@ -71,6 +71,13 @@ inline ipc::MappedRegion map_shm(const BufferDescriptor& d) {
     return region;
 }
 
+// The first `n` floats of a mapping.
+inline std::vector<float> floats(const ipc::MappedRegion& m, std::size_t n) {
+    std::vector<float> v(n);
+    std::memcpy(v.data(), m.data(), n * sizeof(float));
+    return v;
+}
+
 inline TensorArg arg(const BufferDescriptor& d, TensorTag tag, DataType dtype,
                      std::initializer_list<std::uint32_t> shape, std::initializer_list<std::uint32_t> strides = {},
                      std::uint64_t offset = 0) {

@@ -23,12 +23,6 @@ struct Views {
     std::size_t index(std::uint32_t r, std::uint32_t c) const { return strided ? 1 + r * 2 * K + 2 * c : r * K + c; }
 };
 
-std::vector<float> floats(const ipc::MappedRegion& m, std::size_t n) {
-    std::vector<float> v(n);
-    std::memcpy(v.data(), m.data(), n * sizeof(float));
-    return v;
-}
-
 void run_checks(Supervisor& sup, const std::string& worker, bool chip, const Views& views) {
     INFO(worker << (views.strided ? " strided" : " contiguous"));
     const std::size_t cap = 2 * M * K + 2;

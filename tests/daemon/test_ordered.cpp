@@ -27,12 +27,6 @@ daemon::TaskRequest sleep_task(const std::string& worker, std::int64_t ms, std::
     return r;
 }
 
-std::vector<float> floats(const ipc::MappedRegion& m, std::size_t n) {
-    std::vector<float> v(n);
-    std::memcpy(v.data(), m.data(), n * sizeof(float));
-    return v;
-}
-
 } // namespace
 
 TEST_CASE("a frame in flight behind a failed frame fails DEPENDENCY_FAILED on the worker", "[daemon][ordered]") {

@@ -6,7 +6,8 @@
 // the tasks added since the last seal, which then complete together when that event does (the loop seals when
 // no further frame is waiting, and every MAX_BATCH tasks). The reporting thread waits for the oldest sealed
 // event (spinning on cuEventQuery for up to SPIN_US, then blocking in cuEventSynchronize) and publishes each of
-// its tasks as succeeded; with nothing sealed it spins for IDLE_SPIN_US, then sleeps until the next seal. No task is reported before its event completed, and none is reported twice.
+// its tasks as succeeded; with nothing sealed it spins for IDLE_SPIN_US, then sleeps until the next seal. No task is
+// reported before its event completed, and none is reported twice.
 //
 // A failed event query or record is a fault of the context (a kernel's illegal address, say): the queue is then
 // poisoned. Every task it holds, and every task added later, is published failed, KERNEL_FAILED with the
