@@ -13,6 +13,7 @@
 
 #include "ipc/unique_fd.h"
 
+#include <cerrno>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -33,12 +34,17 @@ enum class ZygoteEventType : std::uint32_t {
     STANDBY_EXITED = 5
 };
 
+// ZygoteEvent::status of a STANDBY whose socket this process could not receive (out of fds): the standby
+// exits, and the zygote forks the next one when it next spawns a child.
+inline constexpr std::int32_t STANDBY_LOST = EMFILE;
+
 struct ZygoteEvent {
     ZygoteEventType type;
     std::uint32_t child_index;
     std::uint32_t generation;
     std::int32_t pid;
-    std::int32_t status; // wait status for EXITED and STANDBY_EXITED, errno for SPAWN_FAILED
+    std::int32_t
+        status; // wait status for EXITED and STANDBY_EXITED, errno for SPAWN_FAILED, STANDBY_LOST or 0 for STANDBY
     std::int32_t reserved;
 };
 

@@ -12,6 +12,7 @@
 #include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
 namespace canopy::daemon {
 namespace {
@@ -195,7 +196,11 @@ void Supervisor::event_loop() {
             while (launcher_->read_event(e)) {
                 on_event(e);
             }
-        } catch (const std::exception&) {
+        } catch (const std::exception& ex) {
+            if (!stopping_) {
+                log_->error("{}: reading the zygote's events failed: {}; the zygote is replaced", options_.path,
+                            ex.what());
+            }
         }
         if (stopping_) {
             return;
@@ -217,12 +222,19 @@ void Supervisor::on_event(const ZygoteEvent& e) {
         on_exited(e.pid, e.status);
         break;
     case ZygoteEventType::STANDBY:
-        log_->debug("{}: standby zygote pid {} ready", options_.path, e.pid);
+        if (e.status == STANDBY_LOST) {
+            log_->warn("{}: the socket of standby zygote pid {} could not be received (out of file descriptors); "
+                       "that standby exits and the zygote forks another when it next starts a child",
+                       options_.path, e.pid);
+        } else {
+            log_->debug("{}: standby zygote pid {} ready", options_.path, e.pid);
+        }
         break;
     case ZygoteEventType::STANDBY_EXITED:
         if (!stopping_) {
-            log_->warn("{}: standby zygote pid {} {}; the zygote forks another", options_.path, e.pid,
-                       describe_wait_status(e.status));
+            const bool dropped = WIFEXITED(e.status) && WEXITSTATUS(e.status) == 0; // its socket was lost
+            log_->warn("{}: standby zygote pid {} {}; the zygote forks another{}", options_.path, e.pid,
+                       describe_wait_status(e.status), dropped ? " when it next starts a child" : "");
         }
         break;
     }

@@ -96,6 +96,12 @@ private:
         std::size_t n = 0;
         try {
             n = ipc::recv_message(sock_, std::as_writable_bytes(std::span(&req, 1)), fds);
+        } catch (const ipc::FdsTruncated& e) {
+            // This process is out of fds: the request fails, the zygote stays.
+            const std::uint32_t index = e.bytes == sizeof req ? req.child_index : 0;
+            const std::uint32_t generation = e.bytes == sizeof req ? req.generation : 0;
+            send_event(sock_, {ZygoteEventType::SPAWN_FAILED, index, generation, -1, EMFILE, 0});
+            return true;
         } catch (const std::exception&) {
             return false;
         }
@@ -203,7 +209,12 @@ private:
             if (pid == standby_pid_) {
                 standby_pid_ = -1;
                 send_event(sock_, {ZygoteEventType::STANDBY_EXITED, 0, 0, pid, status, 0});
-                fork_standby();
+                // A standby exits 0 when the supervisor dropped its socket, which happens when the supervisor
+                // could not receive it (out of fds); forking the next one at the next spawn request, not now,
+                // keeps that from turning into a fork loop while the shortage lasts.
+                if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+                    fork_standby();
+                }
                 continue;
             }
             children_.erase(pid);
@@ -293,7 +304,20 @@ bool Zygote::read_event(ZygoteEvent& event) {
         sock = active_.socket.get();
     }
     std::vector<ipc::UniqueFd> fds;
-    const std::size_t n = ipc::recv_message(sock, std::as_writable_bytes(std::span(&event, 1)), fds);
+    std::size_t n = 0;
+    try {
+        n = ipc::recv_message(sock, std::as_writable_bytes(std::span(&event, 1)), fds);
+    } catch (const ipc::FdsTruncated& e) {
+        // This process is out of fds. The event itself arrived; only a STANDBY carries fds, and a standby
+        // whose socket was lost sees EOF and exits, so it is reported with STANDBY_LOST and not kept.
+        if (e.bytes != sizeof event) {
+            throw;
+        }
+        if (event.type == ZygoteEventType::STANDBY) {
+            event.status = STANDBY_LOST;
+        }
+        return true;
+    }
     if (n != sizeof event) {
         return false;
     }
@@ -316,6 +340,9 @@ bool Zygote::read_event(ZygoteEvent& event) {
 
 ZygoteDeath Zygote::replace() {
     std::lock_guard lock(mu_);
+    // The zygote may still be alive when its socket failed in some other way than EOF: it is ended first, so
+    // that the reap below cannot wait forever.
+    signal_process(active_, SIGKILL);
     ZygoteDeath dead{active_.pid, reap(active_), -1, epoch_};
     if (stopped_ || !standby_) {
         return dead;
@@ -332,6 +359,18 @@ ZygoteDeath Zygote::replace() {
     dead.successor = active_.pid;
     dead.epoch = ++epoch_;
     return dead;
+}
+
+void Zygote::signal_process(const Process& p, int signal) {
+    if (p.pid <= 0) {
+        return;
+    }
+    if (p.pidfd) {
+        // Not our child: its pid may be reused once whoever adopted it reaps it, the pidfd may not.
+        ::syscall(SYS_pidfd_send_signal, p.pidfd.get(), signal, nullptr, 0);
+    } else {
+        ::kill(p.pid, signal); // our child, not yet reaped, so the pid is still its own
+    }
 }
 
 std::string Zygote::reap(Process& p) {

@@ -72,6 +72,7 @@ private:
     };
     // Waits for `p` to be gone and returns how it ended.
     static std::string reap(Process& p);
+    static void signal_process(const Process& p, int signal);
 
     mutable std::mutex mu_; // guards active_'s socket against replace() and stop(), and standby_
     Process active_;

@@ -78,9 +78,13 @@ std::size_t recv_message(int sock, std::span<std::byte> buf, std::vector<UniqueF
             }
         }
     }
-    if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) {
+    if ((msg.msg_flags & MSG_TRUNC) != 0) {
         fds.resize(first_new);
-        throw std::runtime_error("recv_message: message or file descriptors truncated");
+        throw std::runtime_error("recv_message: message truncated");
+    }
+    if ((msg.msg_flags & MSG_CTRUNC) != 0) {
+        fds.resize(first_new);
+        throw FdsTruncated(static_cast<std::size_t>(n));
     }
     return static_cast<std::size_t>(n);
 }

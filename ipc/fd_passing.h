@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <span>
+#include <stdexcept>
 #include <sys/types.h>
 #include <utility>
 #include <vector>
@@ -29,9 +30,21 @@ void send_message(int sock, std::span<const std::byte> bytes, std::span<const in
 // SIGPIPE.
 ssize_t send_some(int sock, std::span<const std::byte> bytes, std::span<const int> fds) noexcept;
 
+// The message arrived whole but some of its file descriptors did not (the receiving process is out of fds,
+// EMFILE): the kernel closed the ones that did not fit, and recv_message closes the ones that did. `bytes` is
+// the message length, so that a receiver can still act on what the message said.
+class FdsTruncated : public std::runtime_error {
+public:
+    explicit FdsTruncated(std::size_t length)
+        : std::runtime_error("recv_message: file descriptors attached to the message were lost (out of file "
+                             "descriptors?)"),
+          bytes(length) {}
+    std::size_t bytes;
+};
+
 // Receives one message into `buf`; received fds (O_CLOEXEC) are appended to `fds`. Returns the message
-// length, 0 when the peer closed. Throws SysError, and std::runtime_error when the message or its fds
-// were truncated (the fds that did arrive are closed).
+// length, 0 when the peer closed. Throws SysError; FdsTruncated when the message arrived whole but its fds
+// did not; std::runtime_error when the message itself was truncated. The fds that did arrive are closed.
 std::size_t recv_message(int sock, std::span<std::byte> buf, std::vector<UniqueFd>& fds);
 
 // Typed helpers for trivially copyable message structs.

@@ -274,6 +274,32 @@ TEST_CASE("stop with a busy worker ends at the drain deadline plus the stop grac
     CHECK(result.get_future().get().code == ErrorCode::WORKER_DIED);
 }
 
+// While it lives, this process can open no file descriptor at all: with a soft RLIMIT_NOFILE of 0 every new fd
+// is refused EMFILE, also one that a closed fd just gave back, in every thread.
+class NoFreeFds {
+public:
+    NoFreeFds() {
+        REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved_) == 0);
+        rlimit none = saved_;
+        none.rlim_cur = 0;
+        REQUIRE(::setrlimit(RLIMIT_NOFILE, &none) == 0);
+        REQUIRE(::open("/dev/null", O_RDONLY | O_CLOEXEC) == -1);
+    }
+    ~NoFreeFds() { restore(); }
+    NoFreeFds(const NoFreeFds&) = delete;
+    NoFreeFds& operator=(const NoFreeFds&) = delete;
+    void restore() {
+        if (!restored_) {
+            ::setrlimit(RLIMIT_NOFILE, &saved_);
+            restored_ = true;
+        }
+    }
+
+private:
+    rlimit saved_{};
+    bool restored_ = false;
+};
+
 TEST_CASE("a worker that cannot be restarted for want of file descriptors is retried and comes back",
           "[daemon][healing]") {
 #ifdef __SANITIZE_ADDRESS__ // the sanitizer build: ASan and UBSan together
@@ -285,31 +311,15 @@ TEST_CASE("a worker that cannot be restarted for want of file descriptors is ret
     options.log = log.logger;
     Supervisor sup(options);
     sup.start();
+    REQUIRE(eventually([&] { return sup.standby_zygote_pid() > 0; }));
+    const pid_t zygote = sup.zygote_pid();
     const pid_t pid = worker_status(sup, "/sub0")->pid;
-    rlimit saved{};
-    REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved) == 0);
-    struct Restore {
-        rlimit limit;
-        ~Restore() { ::setrlimit(RLIMIT_NOFILE, &limit); }
-    } restore{saved};
-    // Every descriptor below the limit is taken, also the ones the dead worker's incarnation gives back.
-    rlimit none = saved;
-    none.rlim_cur = std::min<rlim_t>(saved.rlim_cur, 512);
-    REQUIRE(::setrlimit(RLIMIT_NOFILE, &none) == 0);
-    std::vector<ipc::UniqueFd> hogs;
-    const auto hog_all = [&] {
-        for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) {
-            hogs.emplace_back(fd);
-        }
-    };
-    hog_all();
-    REQUIRE(::kill(pid, SIGKILL) == 0);
-    const bool refused = eventually([&] {
-        hog_all();
-        return !log.matching({"worker /sub0", "could not be started"}).empty();
-    });
-    hogs.clear();
-    REQUIRE(::setrlimit(RLIMIT_NOFILE, &saved) == 0);
+    bool refused = false;
+    {
+        NoFreeFds no_fds;
+        REQUIRE(::kill(pid, SIGKILL) == 0);
+        refused = eventually([&] { return !log.matching({"worker /sub0", "could not be started"}).empty(); });
+    }
     INFO(log.dump());
     CHECK(refused);
     CHECK_FALSE(log.matching({"could not be started", "Too many open files", "restart"}).empty());
@@ -317,5 +327,49 @@ TEST_CASE("a worker that cannot be restarted for want of file descriptors is ret
         const auto w = worker_status(sup, "/sub0");
         return w->state == WorkerState::RUNNING && w->pid != pid;
     }));
+    CHECK(sup.run(task("sleep_ms", "sub0", {}, {ScalarArg::i64(0)})).ok());
+    CHECK(sup.zygote_pid() == zygote);
+}
+
+TEST_CASE("a standby zygote whose socket cannot be received for want of file descriptors is replaced later, and "
+          "the zygote stays",
+          "[daemon][healing]") {
+#ifdef __SANITIZE_ADDRESS__
+    CANOPY_SKIP("UBSan's vptr check needs a free file descriptor, which this test takes away");
+#endif
+    TempDir state;
+    CapturedLog log;
+    auto options = l3_options(state.path, 0, 1);
+    options.log = log.logger;
+    Supervisor sup(options);
+    sup.start();
+    REQUIRE(eventually([&] { return sup.standby_zygote_pid() > 0; }));
+    const pid_t zygote = sup.zygote_pid();
+    const pid_t standby = sup.standby_zygote_pid();
+    bool lost = false;
+    {
+        NoFreeFds no_fds;
+        // The zygote forks the next standby and sends its socket, which this process cannot take.
+        REQUIRE(::kill(standby, SIGKILL) == 0);
+        lost = eventually([&] {
+            return !log.matching({"standby zygote pid", "could not be received", "out of file descriptors"}).empty() &&
+                   !log.matching({"standby zygote pid", "exited with code 0", "when it next starts a child"}).empty();
+        });
+    }
+    INFO(log.dump());
+    CHECK(lost);
+    CHECK(log.matching({"reading the zygote's events failed"}).empty());
+    CHECK(sup.zygote_pid() == zygote);
+    CHECK(sup.standby_zygote_pid() <= 0);
+    // The next child start brings a standby again, and the tree serves throughout.
+    CHECK(sup.run(task("sleep_ms", "sub0", {}, {ScalarArg::i64(0)})).ok());
+    const pid_t pid = worker_status(sup, "/sub0")->pid;
+    REQUIRE(::kill(pid, SIGKILL) == 0);
+    REQUIRE(eventually([&] {
+        const auto w = worker_status(sup, "/sub0");
+        return w->state == WorkerState::RUNNING && w->pid != pid && sup.standby_zygote_pid() > 0;
+    }));
+    CHECK(sup.standby_zygote_pid() != standby);
+    CHECK(sup.zygote_pid() == zygote);
     CHECK(sup.run(task("sleep_ms", "sub0", {}, {ScalarArg::i64(0)})).ok());
 }
