@@ -59,16 +59,69 @@ struct ChipConfig {
     bool operator==(const ChipConfig&) const = default;
 };
 
+// A TCP endpoint of a link between hosts. host is a DNS name, a dotted IPv4 address or an IPv6 address
+// (written in brackets in "HOST:PORT" text, kept here without them); port is 1..65535.
+struct NetAddress {
+    std::string host;
+    std::uint16_t port = 0;
+
+    bool operator==(const NetAddress&) const = default;
+};
+
+// "HOST:PORT", with brackets around an IPv6 host ("[fd00::2]:7471").
+std::string to_string(const NetAddress& address);
+
+// Whether `host` names this machine's loopback: "localhost", 127.0.0.0/8 or ::1.
+bool is_loopback_host(std::string_view host) noexcept;
+
+// How one end of a link between hosts proves itself and checks its peer. Mutual TLS: `ca` signs the peer's
+// certificate, `cert` and `key` are this end's, and the peer's certificate must carry `peer_name` (a DNS
+// subject alternative name). insecure ("tls": "insecure"): plain TCP, only for tests.
+struct TlsConfig {
+    bool insecure = false;
+    std::filesystem::path ca;   // absolute; read when the daemon starts
+    std::filesystem::path cert; // absolute
+    std::filesystem::path key;  // absolute
+    std::string peer_name;      // 1..253 bytes of [A-Za-z0-9.-]
+
+    bool operator==(const TlsConfig&) const = default;
+};
+
+// A nested node of a level-4 node that runs on another host: a canopyd there serves it (Config::serve).
+inline constexpr std::int64_t MIN_LOST_AFTER_MS = 100;
+inline constexpr std::int64_t MAX_LOST_AFTER_MS = 600000;
+struct RemoteConfig {
+    NetAddress address;
+    TlsConfig tls;
+    // A host not heard from this long is lost: its tasks fail and the link reconnects with back-off.
+    std::chrono::milliseconds lost_after{3000};
+
+    bool operator==(const RemoteConfig&) const = default;
+};
+
 // A supervisor and its children. Children are named chip0.., sub0.. in order, and nested nodes by name.
-// A level-3 node has chips and subs; a level-4 node has subs and nested level-3 nodes, never chips.
+// A level-3 node has chips and subs; a level-4 node has subs and nested level-3 nodes, never chips. A
+// nested node with `remote` set lives on another host: it has no chips, subs or nodes of its own here (its
+// host's config says what it runs) and level 3.
 struct NodeConfig {
     std::string name = "local";
     int level = 3;
     std::vector<ChipConfig> chips;
     std::uint32_t subs = 0;
     std::vector<NodeConfig> nodes;
+    std::optional<RemoteConfig> remote;
 
     bool operator==(const NodeConfig&) const = default;
+};
+
+// A level-3 canopyd that serves one level-4 supervisor on another host (docs/multihost.md).
+struct ServeConfig {
+    NetAddress listen;
+    TlsConfig tls;
+    // An L4 not heard from this long is gone: its session ends and the next L4 connection is accepted.
+    std::chrono::milliseconds lost_after{3000};
+
+    bool operator==(const ServeConfig&) const = default;
 };
 
 struct ControlConfig {
@@ -148,6 +201,8 @@ struct MetricsConfig {
 
 struct TestingConfig {
     bool fault_kernels = false;
+    // Allows "tls": "insecure" on addresses that are not loopback (tests between network namespaces).
+    bool insecure_peers = false;
 
     bool operator==(const TestingConfig&) const = default;
 };
@@ -161,6 +216,7 @@ struct Config {
     SupervisionConfig supervision;
     MetricsConfig metrics;
     TestingConfig testing;
+    std::optional<ServeConfig> serve; // level 3 only
 
     bool operator==(const Config&) const = default;
 };
