@@ -235,7 +235,8 @@ Config load_config(const std::filesystem::path& file);
 Config default_config(const std::filesystem::path& dev_dir = "/dev");
 
 // Every worker below `node`, in tree order: chips, then subs, then each nested node followed by its
-// own workers ("/chip0", "/sub0", "/node0", "/node0/chip0", ...). The root itself ("/") is not listed.
+// own workers ("/chip0", "/sub0", "/node0", "/node0/chip0", ...). The root itself ("/") is not listed. A
+// remote node lists only its own path ("/hb"): its workers are in its host's config.
 std::vector<std::string> worker_paths(const NodeConfig& node);
 
 // A multi-line human-readable summary (for canopyd --check-config): the worker tree with paths, then

@@ -12,11 +12,27 @@ std::string node_label(const NodeConfig& node) {
     return "node \"" + node.name + "\", level " + std::to_string(node.level);
 }
 
+std::string ms(std::chrono::milliseconds duration) {
+    return std::to_string(duration.count()) + " ms";
+}
+
+std::string tls_label(const TlsConfig& tls) {
+    return tls.insecure ? "tls insecure" : "tls peer " + tls.peer_name;
+}
+
+std::string remote_label(const RemoteConfig& remote) {
+    return "remote node at " + to_string(remote.address) + ", " + tls_label(remote.tls) + ", lost after " +
+           ms(remote.lost_after);
+}
+
 std::string worker_label(const detail::WorkerEntry& entry) {
     if (entry.chip != nullptr) {
         return std::string(to_string(entry.chip->backend)) + " device " + std::to_string(entry.chip->device);
     }
-    return entry.node != nullptr ? node_label(*entry.node) : "sub";
+    if (entry.node == nullptr) {
+        return "sub";
+    }
+    return entry.node->remote ? remote_label(*entry.node->remote) : node_label(*entry.node);
 }
 
 std::string join_ids(const std::vector<std::uint32_t>& ids) {
@@ -40,10 +56,6 @@ std::string preload_label(const PreloadConfig& preload) {
                 preload.path->string();
     }
     return text;
-}
-
-std::string ms(std::chrono::milliseconds duration) {
-    return std::to_string(duration.count()) + " ms";
 }
 
 void describe_workers(std::ostream& out, const NodeConfig& root) {
@@ -82,6 +94,28 @@ void describe_supervision(std::ostream& out, const SupervisionConfig& supervisio
         << (supervision.task_timeout.count() == 0 ? std::string("none") : ms(supervision.task_timeout)) << "\n";
 }
 
+std::string tls_files(const TlsConfig& tls) {
+    return "tls files: ca " + tls.ca.string() + ", cert " + tls.cert.string() + ", key " + tls.key.string();
+}
+
+// Each link between hosts that uses TLS names its files on a line of its own.
+void describe_links(std::ostream& out, const Config& config) {
+    for (const NodeConfig& nested : config.node.nodes) {
+        if (nested.remote && !nested.remote->tls.insecure) {
+            out << "remote node " << nested.name << ": " << tls_files(nested.remote->tls) << "\n";
+        }
+    }
+    if (!config.serve) {
+        out << "serve: off\n";
+        return;
+    }
+    out << "serve: listen on " << to_string(config.serve->listen) << ", " << tls_label(config.serve->tls)
+        << ", lost after " << ms(config.serve->lost_after) << "\n";
+    if (!config.serve->tls.insecure) {
+        out << "  " << tls_files(config.serve->tls) << "\n";
+    }
+}
+
 } // namespace
 
 std::string describe(const Config& config) {
@@ -98,7 +132,9 @@ std::string describe(const Config& config) {
                                         ms(config.metrics.timeout)
                                   : std::string("off"))
         << "\n";
-    out << "testing: fault kernels " << (config.testing.fault_kernels ? "on" : "off") << "\n";
+    describe_links(out, config);
+    out << "testing: fault kernels " << (config.testing.fault_kernels ? "on" : "off") << ", insecure peers "
+        << (config.testing.insecure_peers ? "on" : "off") << "\n";
     return out.str();
 }
 

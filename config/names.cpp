@@ -1,4 +1,4 @@
-// The JSON spellings of the config enums and of a listen address.
+// The JSON spellings of the config enums.
 
 #include "config/config.h"
 
@@ -54,11 +54,6 @@ std::string_view to_string(LogFormat format) noexcept {
         return "journal";
     }
     return "unknown";
-}
-
-std::string to_string(const ListenAddress& address) {
-    const bool ipv6 = address.host.find(':') != std::string::npos;
-    return (ipv6 ? "[" + address.host + "]" : address.host) + ":" + std::to_string(address.port);
 }
 
 } // namespace canopy::config

@@ -1,4 +1,5 @@
-// The "node" section: the worker tree of one supervisor, and the nested level-3 nodes of a level-4 one.
+// The "node" section: the worker tree of one supervisor, and the nested level-3 nodes of a level-4 one, local
+// or remote.
 
 #include "config/config_error.h"
 #include "config/detail/sections.h"
@@ -50,16 +51,31 @@ std::string parse_node_name(const Field& field) {
 
 NodeConfig parse_nested_node(const Field& field);
 
+// Two remote nodes at one address would share the one L4 session its canopyd serves.
+void check_remote_address(const Field& element, const NodeConfig& node, std::map<std::string, std::string>& seen) {
+    if (!node.remote) {
+        return;
+    }
+    const std::string address = to_string(node.remote->address);
+    const auto [it, inserted] = seen.emplace(address, element.pointer() + "/remote");
+    if (!inserted) {
+        throw ConfigError(element.pointer() + "/remote",
+                          "duplicate remote address " + address + " (also at " + it->second + ")");
+    }
+}
+
 std::vector<NodeConfig> parse_nested_nodes(const std::vector<Field>& elements) {
     std::vector<NodeConfig> nodes;
-    std::map<std::string, std::string> seen;
+    std::map<std::string, std::string> names;
+    std::map<std::string, std::string> addresses;
     for (const Field& element : elements) {
         NodeConfig node = parse_nested_node(element);
-        const auto [it, inserted] = seen.emplace(node.name, element.pointer() + "/name");
+        const auto [it, inserted] = names.emplace(node.name, element.pointer() + "/name");
         if (!inserted) {
             throw ConfigError(element.pointer() + "/name",
                               "duplicate node name \"" + node.name + "\" (also at " + it->second + ")");
         }
+        check_remote_address(element, node, addresses);
         nodes.push_back(std::move(node));
     }
     return nodes;
@@ -111,7 +127,40 @@ void check_children(const ObjectReader& object, const NodeConfig& node) {
     }
 }
 
+// A nested node with "remote": a level-3 node whose workers its own host's config lists.
+NodeConfig parse_remote_node(const Field& field) {
+    for (const std::string_view key : {"level", "chips", "subs", "nodes"}) {
+        if (field.value().contains(key)) {
+            throw ConfigError(field.pointer() + "/" + std::string(key),
+                              "a remote node's workers are in its own host's config; \"" + std::string(key) +
+                                  "\" is not allowed here");
+        }
+    }
+    const ObjectReader object(field, {"name", "remote", "tls", "lost_after_ms"});
+    NodeConfig node;
+    node.name = parse_node_name(object.require("name"));
+    RemoteConfig remote;
+    remote.address = read_net_address(object.require("remote"));
+    remote.tls = read_tls(object.require("tls"));
+    if (const auto lost_after = object.find("lost_after_ms")) {
+        remote.lost_after = read_lost_after(*lost_after);
+    }
+    node.remote = std::move(remote);
+    return node;
+}
+
 NodeConfig parse_nested_node(const Field& field) {
+    if (field.value().is_object() && field.value().contains("remote")) {
+        return parse_remote_node(field);
+    }
+    for (const std::string_view key : {"tls", "lost_after_ms"}) {
+        if (field.value().is_object() && field.value().contains(key)) {
+            throw ConfigError(field.pointer() + "/" + std::string(key),
+                              "\"" + std::string(key) +
+                                  "\" belongs to a remote node, which needs \"remote\": "
+                                  "\"HOST:PORT\" too");
+        }
+    }
     const ObjectReader object(field, {"name", "level", "chips", "subs", "nodes"});
     NodeConfig node;
     node.name = parse_node_name(object.require("name"));

@@ -1,4 +1,4 @@
-// The small sections of the config document: control, log, supervision, metrics and testing.
+// The small sections of the config document: control, log, supervision, metrics, serve and testing.
 
 #include "config/detail/sections.h"
 #include "config/detail/values.h"
@@ -127,11 +127,25 @@ MetricsConfig parse_metrics(const Field& field) {
     return metrics;
 }
 
+ServeConfig parse_serve(const Field& field) {
+    const ObjectReader object(field, {"listen", "tls", "lost_after_ms"});
+    ServeConfig serve;
+    serve.listen = read_net_address(object.require("listen"));
+    serve.tls = read_tls(object.require("tls"));
+    if (const auto lost_after = object.find("lost_after_ms")) {
+        serve.lost_after = read_lost_after(*lost_after);
+    }
+    return serve;
+}
+
 TestingConfig parse_testing(const Field& field) {
-    const ObjectReader object(field, {"fault_kernels"});
+    const ObjectReader object(field, {"fault_kernels", "insecure_peers"});
     TestingConfig testing;
     if (const auto fault_kernels = object.find("fault_kernels")) {
         testing.fault_kernels = fault_kernels->boolean();
+    }
+    if (const auto insecure_peers = object.find("insecure_peers")) {
+        testing.insecure_peers = insecure_peers->boolean();
     }
     return testing;
 }

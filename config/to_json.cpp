@@ -7,7 +7,26 @@ namespace {
 
 using nlohmann::json;
 
+json tls_json(const TlsConfig& tls) {
+    if (tls.insecure) {
+        return "insecure";
+    }
+    return {
+        {"ca", tls.ca.string()}, {"cert", tls.cert.string()}, {"key", tls.key.string()}, {"peer_name", tls.peer_name}};
+}
+
+// A remote node has only the keys that say how to reach it.
+json remote_node_json(const std::string& name, const RemoteConfig& remote) {
+    return {{"name", name},
+            {"remote", to_string(remote.address)},
+            {"tls", tls_json(remote.tls)},
+            {"lost_after_ms", remote.lost_after.count()}};
+}
+
 json node_json(const NodeConfig& node) {
+    if (node.remote) {
+        return remote_node_json(node.name, *node.remote);
+    }
     json chips = json::array();
     for (const ChipConfig& chip : node.chips) {
         chips.push_back({{"device", chip.device}, {"backend", to_string(chip.backend)}});
@@ -65,14 +84,22 @@ json to_json(const Config& config) {
     if (config.metrics.listen) {
         metrics["listen"] = to_string(*config.metrics.listen);
     }
-    return {{"node", node_json(config.node)},
-            {"control", control_json(config.control)},
-            {"state_dir", config.state_dir.string()},
-            {"log", {{"level", to_string(config.log.level)}, {"format", to_string(config.log.format)}}},
-            {"preload", preloads},
-            {"supervision", supervision_json(config.supervision)},
-            {"metrics", metrics},
-            {"testing", {{"fault_kernels", config.testing.fault_kernels}}}};
+    json document = {
+        {"node", node_json(config.node)},
+        {"control", control_json(config.control)},
+        {"state_dir", config.state_dir.string()},
+        {"log", {{"level", to_string(config.log.level)}, {"format", to_string(config.log.format)}}},
+        {"preload", preloads},
+        {"supervision", supervision_json(config.supervision)},
+        {"metrics", metrics},
+        {"testing",
+         {{"fault_kernels", config.testing.fault_kernels}, {"insecure_peers", config.testing.insecure_peers}}}};
+    if (config.serve) {
+        document["serve"] = {{"listen", to_string(config.serve->listen)},
+                             {"tls", tls_json(config.serve->tls)},
+                             {"lost_after_ms", config.serve->lost_after.count()}};
+    }
+    return document;
 }
 
 } // namespace canopy::config

@@ -1,5 +1,6 @@
 #pragma once
-// to_json: a Config as the JSON document parse_config reads, with every key written out.
+// to_json: a Config as the JSON document parse_config reads, with every key written out, except "serve" and
+// metrics.listen when they are not set and the keys a remote node does not take.
 //
 // For every Config that parse_config, load_config or default_config returns,
 // parse_config(to_json(c).dump()) == c.

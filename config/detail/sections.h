@@ -19,6 +19,8 @@ LogConfig parse_log(const Field& field);
 std::vector<PreloadConfig> parse_preloads(const Field& field);
 SupervisionConfig parse_supervision(const Field& field);
 MetricsConfig parse_metrics(const Field& field);
+// The "serve" object alone; whether the node may be served is the caller's check.
+ServeConfig parse_serve(const Field& field);
 TestingConfig parse_testing(const Field& field);
 
 } // namespace canopy::config::detail

@@ -1,9 +1,7 @@
 #include "config/detail/values.h"
 
 #include <algorithm>
-#include <arpa/inet.h>
 #include <charconv>
-#include <netinet/in.h>
 #include <unordered_map>
 
 namespace canopy::config::detail {
@@ -18,27 +16,17 @@ bool is_digits(std::string_view text) noexcept {
     return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-bool is_loopback_ipv4(const std::string& host) {
-    in_addr address{};
-    return inet_pton(AF_INET, host.c_str(), &address) == 1 && (ntohl(address.s_addr) >> 24) == 127;
-}
-
-bool is_loopback_ipv6(const std::string& host) {
-    in6_addr address{};
-    return inet_pton(AF_INET6, host.c_str(), &address) == 1 && IN6_IS_ADDR_LOOPBACK(&address);
-}
-
 // The host part of "HOST:PORT" without brackets, checked to be a loopback host.
 std::string read_loopback_host(const Field& field, std::string_view host) {
     if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
         std::string inner(host.substr(1, host.size() - 2));
-        if (!is_loopback_ipv6(inner)) {
+        if (inner.find(':') == std::string::npos || !is_loopback_host(inner)) {
             field.fail("expected a loopback host (127.x.x.x, [::1] or localhost), got \"" + std::string(host) + "\"");
         }
         return inner;
     }
     std::string plain(host);
-    if (plain != "localhost" && !is_loopback_ipv4(plain)) {
+    if (plain.find(':') != std::string::npos || !is_loopback_host(plain)) {
         field.fail("expected a loopback host (127.x.x.x, [::1] or localhost), got \"" + plain + "\"");
     }
     return plain;

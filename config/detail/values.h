@@ -1,6 +1,7 @@
 #pragma once
 // Readers for the value kinds the schema shares between sections: names, absolute paths, id lists,
-// durations and loopback listen addresses. Each throws ConfigError at the field's pointer.
+// durations, loopback listen addresses, and the address, TLS and loss timeout of a link between hosts. Each
+// throws ConfigError at the field's pointer.
 //
 // Thread safety: pure functions.
 
@@ -33,5 +34,19 @@ std::chrono::milliseconds read_duration(const Field& field, std::int64_t min_ms)
 // "HOST:PORT": HOST is "localhost", an IPv4 address in 127.0.0.0/8 or a bracketed IPv6 loopback address
 // ("[::1]"); PORT is decimal 1..65535.
 ListenAddress read_listen_address(const Field& field);
+
+// "HOST:PORT" of a link between hosts: HOST is a DNS name (dot-separated labels of 1..63 bytes of
+// [A-Za-z0-9-], not starting or ending with '-', 253 bytes in all), a dotted IPv4 address (four numbers
+// 0..255) or an IPv6 address in brackets; PORT is decimal 1..65535. The host is kept without brackets.
+// Whether "tls": "insecure" may be used with it is checked once the whole document is read
+// (check_insecure_links).
+NetAddress read_net_address(const Field& field);
+
+// "insecure", or an object with exactly the keys ca, cert, key (absolute paths) and peer_name (1..253 bytes
+// of [A-Za-z0-9.-]), all required.
+TlsConfig read_tls(const Field& field);
+
+// An integer number of milliseconds in [MIN_LOST_AFTER_MS, MAX_LOST_AFTER_MS].
+std::chrono::milliseconds read_lost_after(const Field& field);
 
 } // namespace canopy::config::detail

@@ -1,6 +1,6 @@
 #pragma once
 // The worker tree of a node in the one order every listing uses: chips, then subs, then each nested node
-// followed by its own workers.
+// followed by its own workers. A remote nested node is listed alone: its workers are in its host's config.
 //
 // Entries point into the NodeConfig they were listed from, which outlives them.
 // Thread safety: pure functions.
@@ -15,7 +15,7 @@ namespace canopy::config::detail {
 struct WorkerEntry {
     std::string path;                 // "/chip0", "/node0", "/node0/sub1"
     const ChipConfig* chip = nullptr; // set for a chip
-    const NodeConfig* node = nullptr; // set for a nested node's supervisor
+    const NodeConfig* node = nullptr; // set for a nested node's supervisor, local or remote
     bool is_sub() const noexcept { return chip == nullptr && node == nullptr; }
 };
 

@@ -89,8 +89,8 @@ TEST_CASE("parse_config reads a level-4 node with nested level-3 nodes", "[confi
     CHECK(config.node.level == 4);
     CHECK(config.node.subs == 1);
     REQUIRE(config.node.nodes.size() == 2);
-    CHECK(config.node.nodes[0] == NodeConfig{"a", 3, {{0, ChipBackend::CUDA}}, 0, {}});
-    CHECK(config.node.nodes[1] == NodeConfig{"b", 3, {}, 2, {}});
+    CHECK(config.node.nodes[0] == NodeConfig{"a", 3, {{0, ChipBackend::CUDA}}, 0, {}, std::nullopt});
+    CHECK(config.node.nodes[1] == NodeConfig{"b", 3, {}, 2, {}, std::nullopt});
 }
 
 TEST_CASE("every log level and format word is read", "[config]") {
