@@ -1,4 +1,5 @@
 #include "cuda/driver.h"
+#include "daemon/remote_link.h"
 #include "daemon/supervisor.h"
 #include "ipc/child_message.h"
 #include "ipc/fd_passing.h"
@@ -290,6 +291,8 @@ int run_child(const SupervisorOptions& options, const SpawnRequest& request, ipc
     }
     case ChildKind::NODE:
         return run_nested(*spec.node, request, std::move(mailbox), std::move(control));
+    case ChildKind::REMOTE:
+        return run_remote_link(path, *spec.remote, request.generation, std::move(mailbox), std::move(control));
     }
     return fatal(control.get(), "unknown child kind");
 }

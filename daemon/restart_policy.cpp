@@ -20,4 +20,10 @@ RestartDecision RestartPolicy::on_death(std::uint32_t failures, std::chrono::ste
     return {true, std::min<std::chrono::milliseconds>(doubled, max_), now_failing};
 }
 
+RestartDecision RestartPolicy::on_lost(std::uint32_t failures, std::chrono::steady_clock::duration uptime) const {
+    const std::uint32_t now_failing = uptime >= healthy_uptime_ ? 1 : std::min<std::uint32_t>(failures + 1, 1000);
+    const auto doubled = initial_ * (1LL << std::min<std::uint32_t>(now_failing - 1, 20));
+    return {true, std::min<std::chrono::milliseconds>(doubled, max_), now_failing};
+}
+
 } // namespace canopy::daemon

@@ -29,6 +29,9 @@ public:
     // death was not the child's doing.
     RestartDecision on_death(std::uint32_t failures, std::chrono::steady_clock::duration uptime, bool fatal,
                              bool caused) const;
+    // A child that ended because what it stands for cannot be reached (a remote node's host): it restarts after
+    // the back-off of its failures in a row (counted as on_death counts them), however many there were.
+    RestartDecision on_lost(std::uint32_t failures, std::chrono::steady_clock::duration uptime) const;
 
 private:
     std::uint32_t budget_;

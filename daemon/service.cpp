@@ -113,6 +113,9 @@ int Service::run() {
     supervisor_.start();
     control_.start();
     start_metrics_listener();
+    if (config_.serve) {
+        remote_server_ = std::make_unique<RemoteServer>(supervisor_, *config_.serve, config_.node.name, log_);
+    }
     signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
         if (!ec) {
             log_->info("received SIG{}, stopping", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
@@ -210,6 +213,10 @@ void Service::begin_stop() {
         }
         for (auto& cb : callbacks) {
             cb();
+        }
+        // The remote L4's session ends before the drain's end: its calls in flight get their results first.
+        if (remote_server_) {
+            remote_server_->stop();
         }
         // One drain: the supervisor's own ends at the same deadline, then its children get STOP_GRACE to exit.
         supervisor_.stop(deadline);

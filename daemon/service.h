@@ -11,6 +11,7 @@
 // threads (task results) and one stopper thread, and shares state under mu_.
 
 #include "config/config.h"
+#include "daemon/remote_server.h"
 #include "daemon/access_policy.h"
 #include "daemon/control_server.h"
 #include "daemon/json_codec.h"
@@ -152,6 +153,7 @@ private:
     std::vector<std::pair<std::uint64_t, TaskResult>> results_;
 
     std::unique_ptr<MetricsListener> metrics_listener_;
+    std::unique_ptr<RemoteServer> remote_server_; // with a serve section: the link to a remote L4
     std::unique_ptr<boost::asio::steady_timer> watchdog_;
     boost::asio::signal_set signals_;
     std::thread stopper_;

@@ -113,10 +113,15 @@ void Supervisor::start() {
         spawn(*slot);
     }
     const auto deadline = Steady::now() + options_.ready_timeout;
+    // A remote node whose host did not answer its first attempt does not hold the start up: its link keeps
+    // trying with back-off while the rest of the tree serves.
+    const auto waiting_for_host = [](const ChildSlot& s) {
+        return s.spec.kind == ChildKind::REMOTE && s.state == WorkerState::RESTARTING && s.restarts > 0;
+    };
     auto settled = [&] {
-        return std::all_of(slots_.begin(), slots_.end(), [](const auto& s) {
+        return std::all_of(slots_.begin(), slots_.end(), [&](const auto& s) {
             std::lock_guard slot_lock(s->mu);
-            return s->state == WorkerState::RUNNING || s->state == WorkerState::DEAD;
+            return s->state == WorkerState::RUNNING || s->state == WorkerState::DEAD || waiting_for_host(*s);
         });
     };
     for (;;) {
@@ -129,7 +134,10 @@ void Supervisor::start() {
     std::string failed;
     for (const auto& s : slots_) {
         std::lock_guard slot_lock(s->mu);
-        if (s->state != WorkerState::RUNNING) {
+        if (waiting_for_host(*s)) {
+            log_->warn("remote node {} is not reachable yet ({}); its link keeps trying with back-off", s->path,
+                       s->last_exit);
+        } else if (s->state != WorkerState::RUNNING) {
             failed += (failed.empty() ? "" : "; ") + s->path + " is " + to_string(s->state) +
                       (s->last_exit.empty() ? "" : " (" + s->last_exit + ")");
         }
@@ -340,8 +348,8 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why, EndCau
         if (slot.state == WorkerState::RUNNING || slot.state == WorkerState::STARTING) {
             slot.state = WorkerState::RESTARTING;
         }
-        const bool fatal_reported = slot.fatal;
-        slot.last_exit = fatal_reported ? slot.last_exit + "; " + why : why;
+        const bool reported = slot.fatal || slot.lost;
+        slot.last_exit = reported ? slot.last_exit + "; " + why : why;
     }
     inc->ended = true;
     inc->mailbox->wake_waiters();
@@ -357,6 +365,7 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why, EndCau
     std::vector<std::pair<TaskCallback, TaskResult>> results;
     std::string line;
     bool dead = false;
+    bool repeated = false;
     {
         std::lock_guard lock(slot.mu);
         try {
@@ -393,6 +402,10 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why, EndCau
         fail_ordered_pending_locked(slot, results);
         slot.timed_out_task = 0;
         slot.deadline = Clock::time_point::max();
+        // A link that keeps failing for the same reason (its host stays down) says so once at warning; the
+        // attempts after that are logged at debug until something changes.
+        repeated = slot.lost && lost == 0 && slot.last_exit == slot.last_lost_exit;
+        slot.last_lost_exit = slot.lost ? slot.last_exit : std::string();
         line = after_death_locked(slot, cause, inc->pid, lost, uptime);
         dead = slot.state == WorkerState::DEAD;
         if (dead) {
@@ -405,7 +418,7 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why, EndCau
         }
     }
     if (!line.empty()) {
-        log_->log(dead ? spdlog::level::err : spdlog::level::warn, "{}", line);
+        log_->log(dead ? spdlog::level::err : repeated ? spdlog::level::debug : spdlog::level::warn, "{}", line);
     }
     notify_events();
     deliver(results);
@@ -420,9 +433,11 @@ std::string Supervisor::after_death_locked(ChildSlot& slot, EndCause cause, pid_
         slot.state = WorkerState::STOPPED;
         return {};
     }
-    const RestartDecision d = zygote_lost_
-                                  ? RestartDecision{}
-                                  : policy_.on_death(slot.failures, uptime, slot.fatal, cause != EndCause::ZYGOTE_DIED);
+    const RestartDecision d = zygote_lost_ ? RestartDecision{}
+                              : slot.lost  ? policy_.on_lost(slot.failures, uptime)
+                                           : policy_.on_death(slot.failures, uptime, slot.fatal,
+                                                              cause != EndCause::ZYGOTE_DIED);
+    slot.lost = false;
     slot.failures = d.failures;
     if (!d.restart) {
         slot.state = WorkerState::DEAD;

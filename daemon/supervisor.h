@@ -160,6 +160,8 @@ public:
     const SupervisorOptions& options() const noexcept { return options_; }
     pid_t zygote_pid() const { return launcher_->pid(); }
     pid_t standby_zygote_pid() const { return launcher_->standby_pid(); }
+    // The nonce in the identity of every buffer this supervisor creates, new at every start.
+    const std::array<std::uint8_t, 16>& owner_instance() const noexcept { return buffers_.owner_instance(); }
 
     // Tells every live child to drop its mapping of `id` (a nested supervisor forwards it) and forgets the
     // fds re-exported for it.
@@ -197,6 +199,8 @@ private:
         std::uint32_t device; // chips: the worker's device
         std::string path() const { return target.empty() ? slot->path : slot->path + "/" + target; }
     };
+
+    Route resolve_remote(ChildSlot& slot, const std::string& worker, std::string_view tail) const;
 
     // lifecycle (supervisor.cpp)
     // Why an incarnation ended: its own exit (or a failure to start it), its zygote's death, or a stop.

@@ -41,6 +41,11 @@ BufferDescriptor Supervisor::create_buffer(const BufferRequest& request) {
     if (!request.world.empty()) {
         return create_symmetric(request);
     }
+    if (!request.on.empty() && request.on != "/" && request.on != options_.path &&
+        resolve_any(request.on).slot->spec.kind == ChildKind::REMOTE) {
+        throw RequestError(ErrorCode::BAD_REQUEST, "buffers of remote node " + resolve_any(request.on).slot->path +
+                                                       " are created on its host, not through this supervisor");
+    }
     if (request.backend == Backend::POSIX_SHM) {
         if (!request.on.empty() && request.on != "/" && request.on != options_.path &&
             resolve(request.on).slot->spec.kind == ChildKind::NODE) {

@@ -73,6 +73,12 @@ void Supervisor::control_loop(ChildSlot& slot, Incarnation& inc) {
             slot.last_exit = "fatal: " + std::string(m.text, std::min<std::size_t>(m.text_len, sizeof m.text));
             break;
         }
+        case ipc::ChildMessageType::LOST: {
+            std::lock_guard lock(slot.mu);
+            slot.lost = true;
+            slot.last_exit = std::string(m.text, std::min<std::size_t>(m.text_len, sizeof m.text));
+            break;
+        }
         case ipc::ChildMessageType::FD_REQUEST:
             serve_fd_request(slot, inc, m);
             break;

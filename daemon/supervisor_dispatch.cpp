@@ -65,6 +65,9 @@ Supervisor::Route Supervisor::resolve(const std::string& worker) const {
         if (slot->spec.name != head) {
             continue;
         }
+        if (slot->spec.kind == ChildKind::REMOTE) {
+            return resolve_remote(*slot, worker, tail);
+        }
         if (slot->spec.kind != ChildKind::NODE) {
             if (!tail.empty()) {
                 break;
@@ -90,6 +93,38 @@ Supervisor::Route Supervisor::resolve(const std::string& worker) const {
     throw RequestError(ErrorCode::UNKNOWN_WORKER, "no worker '" + worker + "' (children: " + known + ")");
 }
 
+// A worker of a remote node is one its host's last reported tree lists; while the link is down none is.
+Supervisor::Route Supervisor::resolve_remote(ChildSlot& slot, const std::string& worker, std::string_view tail) const {
+    if (tail.empty()) {
+        throw RequestError(ErrorCode::UNKNOWN_WORKER,
+                           "'" + worker + "' is a remote node, not a worker; name one of its chips or subs");
+    }
+    std::string tree;
+    {
+        std::lock_guard lock(slot.mu);
+        if (slot.state != WorkerState::RUNNING || !slot.live || slot.live->status_reply.empty()) {
+            throw RequestError(ErrorCode::WORKER_DIED,
+                               "remote node " + slot.path + " is " + to_string(slot.state) +
+                                   (slot.last_exit.empty() ? std::string() : " (" + slot.last_exit + ")") +
+                                   "; its link reconnects with back-off");
+        }
+        tree = slot.live->status_reply;
+    }
+    const std::string path = slot.path + "/" + std::string(tail);
+    std::string known;
+    for (const WorkerStatus& w : workers_from_json(tree)) {
+        if (w.path == path) {
+            const ChildKind kind = w.kind == "sub"       ? ChildKind::SUB
+                                   : w.backend == "cuda" ? ChildKind::CUDA_CHIP
+                                                         : ChildKind::SIM_CHIP;
+            return {&slot, std::string(tail), kind, w.device};
+        }
+        known += (known.empty() ? "" : ", ") + w.path;
+    }
+    throw RequestError(ErrorCode::UNKNOWN_WORKER, "no worker '" + worker + "' on remote node " + slot.path +
+                                                      " (its workers: " + known + ")");
+}
+
 Supervisor::Route Supervisor::resolve_any(const std::string& path) const {
     std::string_view name = path;
     while (!name.empty() && name.front() == '/') {
@@ -106,6 +141,12 @@ Supervisor::Route Supervisor::resolve_any(const std::string& path) const {
 void Supervisor::check_request(const Route& route, const TaskRequest& request) const {
     if (request.kernel.empty() || request.kernel.front() == '@' || request.kernel.size() >= KERNEL_NAME_BYTES) {
         throw RequestError(ErrorCode::UNKNOWN_KERNEL, "no kernel named '" + request.kernel + "'");
+    }
+    if (route.slot->spec.kind == ChildKind::REMOTE && !request.args.tensors.empty()) {
+        throw RequestError(ErrorCode::UNREACHABLE_BUFFER,
+                           arg_name(0) + ": buffer " + to_string(request.args.tensors[0].tensor.buffer.identity) +
+                               " is not on the host of remote node " + route.slot->path +
+                               ", which reaches only buffers of its own host");
     }
     std::vector<kernels::BoundTensor> bound;
     for (std::size_t i = 0; i < request.args.tensors.size(); ++i) {
@@ -236,7 +277,8 @@ std::uint64_t Supervisor::submit(TaskRequest request, TaskCallback done) {
         const Route route = resolve(request.worker);
         check_request(route, request);
         slot = route.slot;
-        if (!request.after.empty() && route.slot->spec.kind == ChildKind::NODE) {
+        if (!request.after.empty() &&
+            (route.slot->spec.kind == ChildKind::NODE || route.slot->spec.kind == ChildKind::REMOTE)) {
             throw RequestError(ErrorCode::BAD_REQUEST, "a task for " + request.worker +
                                                            " (below a nested node) cannot be ordered after others");
         }
@@ -247,7 +289,7 @@ std::uint64_t Supervisor::submit(TaskRequest request, TaskCallback done) {
                            encode_task_args(request.args),
                            std::move(done),
                            request.timeout,
-                           route.slot->spec.kind != ChildKind::NODE,
+                           route.slot->spec.kind != ChildKind::NODE && route.slot->spec.kind != ChildKind::REMOTE,
                            std::move(request.after),
                            request.keep_failure};
     } catch (const RequestError& e) {

@@ -19,6 +19,8 @@ std::string worker_words(ChildKind kind, const std::string& path) {
         return "sub " + path;
     case ChildKind::NODE:
         break;
+    case ChildKind::REMOTE:
+        return "remote node " + path;
     }
     return "supervisor " + path;
 }

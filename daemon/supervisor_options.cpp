@@ -19,13 +19,19 @@ SupervisorOptions node_options(const config::NodeConfig& node, const std::string
         const auto& chip = node.chips[i];
         o.children.push_back({"chip" + std::to_string(i),
                               chip.backend == config::ChipBackend::CUDA ? ChildKind::CUDA_CHIP : ChildKind::SIM_CHIP,
-                              chip.device, nullptr});
+                              chip.device, nullptr, nullptr});
     }
     for (std::uint32_t i = 0; i < node.subs; ++i) {
-        o.children.push_back({"sub" + std::to_string(i), ChildKind::SUB, 0, nullptr});
+        o.children.push_back({"sub" + std::to_string(i), ChildKind::SUB, 0, nullptr, nullptr});
     }
     for (const auto& nested : node.nodes) {
-        ChildSpec spec{nested.name, ChildKind::NODE, 0, nullptr};
+        if (nested.remote) {
+            ChildSpec spec{nested.name, ChildKind::REMOTE, 0, nullptr, nullptr};
+            spec.remote = std::make_shared<const config::RemoteConfig>(*nested.remote);
+            o.children.push_back(std::move(spec));
+            continue;
+        }
+        ChildSpec spec{nested.name, ChildKind::NODE, 0, nullptr, nullptr};
         spec.node = std::make_shared<const SupervisorOptions>(
             node_options(nested, o.child_path(nested.name), state_dir / "nodes" / nested.name, config));
         o.children.push_back(std::move(spec));
@@ -44,6 +50,8 @@ const char* to_string(ChildKind kind) noexcept {
         return "sub";
     case ChildKind::NODE:
         return "node";
+    case ChildKind::REMOTE:
+        return "remote";
     }
     return "unknown";
 }

@@ -19,7 +19,8 @@
 
 namespace canopy::daemon {
 
-enum class ChildKind { SIM_CHIP, CUDA_CHIP, SUB, NODE };
+// REMOTE: a level-3 node on another host, reached through a link child (daemon/remote_link.h).
+enum class ChildKind { SIM_CHIP, CUDA_CHIP, SUB, NODE, REMOTE };
 const char* to_string(ChildKind kind) noexcept;
 
 struct SupervisorOptions;
@@ -38,6 +39,7 @@ struct ChildSpec {
     ChildKind kind = ChildKind::SUB;
     std::uint32_t device = 0;                      // chips
     std::shared_ptr<const SupervisorOptions> node; // NODE: the nested supervisor's options
+    std::shared_ptr<const config::RemoteConfig> remote; // REMOTE: where the node is and how to reach it
 };
 
 struct SupervisorOptions {

@@ -72,13 +72,15 @@ std::vector<WorkerStatus> Supervisor::status() const {
             s.in_flight += counts.second;
         }
         out.push_back(std::move(s));
-        if (slot->spec.kind != ChildKind::NODE) {
+        if (slot->spec.kind != ChildKind::NODE && slot->spec.kind != ChildKind::REMOTE) {
             continue;
         }
         const bool reported = slot->state == WorkerState::RUNNING && slot->live && !slot->live->status_reply.empty();
         if (!reported) {
-            append_spec_workers(*slot, out);
-            continue;
+            if (slot->spec.kind == ChildKind::NODE) {
+                append_spec_workers(*slot, out);
+            }
+            continue; // a remote node's workers are known from its host's report alone
         }
         const double age = std::chrono::duration<double>(now - slot->live->status_at).count();
         for (auto& nested : workers_from_json(slot->live->status_reply)) {

@@ -30,6 +30,9 @@ enum class ChildMessageType : std::uint32_t {
     WORKER_RESTART = 5,
     STATUS_REPLY = 6,
     FD_OFFER = 7,
+    // The child ends because what it stands for cannot be reached (a remote node's host was lost); text says
+    // why. The supervisor restarts it with back-off however often it happens: its budget is not spent.
+    LOST = 8,
 };
 
 // Largest control message: a STATUS_REPLY's JSON follows its ChildMessage header.

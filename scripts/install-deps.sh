@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
   libboost-dev libspdlog-dev libcli11-dev nlohmann-json3-dev catch2 libsystemd-dev
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  iproute2 openssl
   clang libclang-rt-14-dev
   systemd procps
   python3 python3-venv

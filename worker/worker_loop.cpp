@@ -315,6 +315,14 @@ void send_fatal(int control, const std::string& why) noexcept {
     }
 }
 
+void send_lost(int control, const std::string& why) noexcept {
+    try {
+        send_control(control, ipc::ChildMessageType::LOST, why);
+    } catch (const std::exception&) {
+        // The parent learns of the exit from the zygote either way.
+    }
+}
+
 int run_worker(const WorkerSpec& spec, ipc::UniqueFd mailbox, ipc::UniqueFd control) {
     Worker worker(spec, std::move(mailbox), std::move(control));
     return worker.serve();

@@ -185,5 +185,7 @@ inline constexpr int FATAL_EXIT_CODE = 78;
 // restart it); the text is cut to what one message carries. It never throws.
 void send_ready(int control);
 void send_fatal(int control, const std::string& why) noexcept;
+// Reports that this child ends because what it stands for cannot be reached (ipc::ChildMessageType::LOST).
+void send_lost(int control, const std::string& why) noexcept;
 
 } // namespace canopy::worker

@@ -59,7 +59,7 @@ daemon::SupervisorOptions one_cuda_chip(const std::filesystem::path& state) {
     o.name = "bench";
     o.path = "/";
     o.state_dir = state;
-    o.children.push_back({"chip0", daemon::ChildKind::CUDA_CHIP, 0, {}});
+    o.children.push_back({"chip0", daemon::ChildKind::CUDA_CHIP, 0, {}, {}});
     return o;
 }
 

@@ -185,7 +185,7 @@ int main() {
         o.name = "bench";
         o.path = "/";
         o.state_dir = state;
-        o.children.push_back({"chip0", daemon::ChildKind::CUDA_CHIP, 0, {}});
+        o.children.push_back({"chip0", daemon::ChildKind::CUDA_CHIP, 0, {}, {}});
         daemon::Supervisor sup(o);
         sup.start();
         for (const Case& c : CASES) {

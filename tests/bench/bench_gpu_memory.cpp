@@ -95,7 +95,7 @@ int main() {
         o.name = "bench";
         o.path = "/";
         o.state_dir = state;
-        o.children.push_back({"chip0", daemon::ChildKind::CUDA_CHIP, 0, {}});
+        o.children.push_back({"chip0", daemon::ChildKind::CUDA_CHIP, 0, {}, {}});
         daemon::Supervisor sup(o);
         sup.start();
         const auto a = sup.create_buffer({DEVICE_BYTES, Backend::CUDA_VMM, Access::READWRITE, "chip0", {}});

@@ -69,10 +69,10 @@ inline daemon::SupervisorOptions chip_options(const std::filesystem::path& state
     o.drain_timeout = std::chrono::milliseconds(5000);
     o.fault_kernels = fault_kernels;
     for (std::size_t i = 0; i < chips.size(); ++i) {
-        o.children.push_back({"chip" + std::to_string(i), chips[i].kind, chips[i].device, {}});
+        o.children.push_back({"chip" + std::to_string(i), chips[i].kind, chips[i].device, {}, {}});
     }
     for (int i = 0; i < subs; ++i) {
-        o.children.push_back({"sub" + std::to_string(i), daemon::ChildKind::SUB, 0, {}});
+        o.children.push_back({"sub" + std::to_string(i), daemon::ChildKind::SUB, 0, {}, {}});
     }
     return o;
 }

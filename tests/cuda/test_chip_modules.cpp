@@ -260,7 +260,7 @@ TEST_CASE("a nested supervisor loads a module into its cuda chip and runs its ke
     auto root = chip_options(state.path, {}, 1);
     root.level = 4;
     root.children.push_back(
-        {"node0", ChildKind::NODE, 0, std::make_shared<const daemon::SupervisorOptions>(std::move(nested))});
+        {"node0", ChildKind::NODE, 0, std::make_shared<const daemon::SupervisorOptions>(std::move(nested)), {}});
     Supervisor sup(root);
     sup.start();
     const auto info = sup.load_module("um", user_module_image());

@@ -39,10 +39,10 @@ inline daemon::SupervisorOptions l3_options(const std::filesystem::path& state, 
     o.drain_timeout = std::chrono::milliseconds(2000);
     for (int i = 0; i < sim_chips; ++i) {
         o.children.push_back(
-            {"chip" + std::to_string(i), daemon::ChildKind::SIM_CHIP, static_cast<std::uint32_t>(i), {}});
+            {"chip" + std::to_string(i), daemon::ChildKind::SIM_CHIP, static_cast<std::uint32_t>(i), {}, {}});
     }
     for (int i = 0; i < subs; ++i) {
-        o.children.push_back({"sub" + std::to_string(i), daemon::ChildKind::SUB, 0, {}});
+        o.children.push_back({"sub" + std::to_string(i), daemon::ChildKind::SUB, 0, {}, {}});
     }
     return o;
 }
@@ -57,7 +57,7 @@ inline daemon::SupervisorOptions l4_options(const std::filesystem::path& state, 
         nested.name = name;
         nested.path = "/" + name;
         o.children.push_back(
-            {name, daemon::ChildKind::NODE, 0, std::make_shared<const daemon::SupervisorOptions>(std::move(nested))});
+            {name, daemon::ChildKind::NODE, 0, std::make_shared<const daemon::SupervisorOptions>(std::move(nested)), {}});
     }
     return o;
 }

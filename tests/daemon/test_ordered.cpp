@@ -171,8 +171,8 @@ TEST_CASE("a task for a worker below a nested node cannot be ordered after other
 TEST_CASE("each cuda chip of a supervisor is a lane of its own, and other workers have none", "[daemon][ordered]") {
     TempDir state;
     auto options = l3_options(state.path, 1, 1);
-    options.children.push_back({"chip1", daemon::ChildKind::CUDA_CHIP, 0, {}});
-    options.children.push_back({"chip2", daemon::ChildKind::CUDA_CHIP, 1, {}});
+    options.children.push_back({"chip1", daemon::ChildKind::CUDA_CHIP, 0, {}, {}});
+    options.children.push_back({"chip2", daemon::ChildKind::CUDA_CHIP, 1, {}, {}});
     Supervisor sup(options); // not started: the lanes come from the topology alone
     const std::uint32_t first = sup.lane("chip1");
     const std::uint32_t second = sup.lane("/chip2");

@@ -150,7 +150,11 @@ Daemon::Daemon(const json& config, const std::map<std::string, std::string>& env
             pid_ = -1;
             throw std::runtime_error("canopyd exited during start-up:\n" + log());
         }
-        if (std::filesystem::exists(socket_) && cli({"status"}).rc == 0) {
+        // status exits 1 while a worker is not running (a remote node whose host is down): it answered all the same.
+        const auto answered = [](const Output& o) {
+            return o.rc == 0 || (o.rc == 1 && o.out.find("canopyd pid") != std::string::npos);
+        };
+        if (std::filesystem::exists(socket_) && answered(cli({"status"}))) {
             return;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(50));

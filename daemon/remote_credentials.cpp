@@ -1,0 +1,95 @@
+#include "daemon/remote_credentials.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <grpcpp/security/auth_context.h>
+#include <sstream>
+#include <stdexcept>
+
+namespace canopy::daemon {
+namespace {
+
+std::string read_pem(const std::filesystem::path& file, const char* what) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+        throw std::runtime_error(std::string("cannot read the ") + what + " " + file.string() + ": " +
+                                 std::strerror(errno));
+    }
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    if (bytes.str().empty()) {
+        throw std::runtime_error(std::string("the ") + what + " " + file.string() + " is empty");
+    }
+    return bytes.str();
+}
+
+} // namespace
+
+std::shared_ptr<grpc::ServerCredentials> server_credentials(const config::TlsConfig& tls) {
+    if (tls.insecure) {
+        return grpc::InsecureServerCredentials();
+    }
+    grpc::SslServerCredentialsOptions options(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    options.pem_root_certs = read_pem(tls.ca, "CA certificate");
+    options.pem_key_cert_pairs.push_back({read_pem(tls.key, "private key"), read_pem(tls.cert, "certificate")});
+    return grpc::SslServerCredentials(options);
+}
+
+std::shared_ptr<grpc::ChannelCredentials> channel_credentials(const config::TlsConfig& tls) {
+    if (tls.insecure) {
+        return grpc::InsecureChannelCredentials();
+    }
+    grpc::SslCredentialsOptions options;
+    options.pem_root_certs = read_pem(tls.ca, "CA certificate");
+    options.pem_private_key = read_pem(tls.key, "private key");
+    options.pem_cert_chain = read_pem(tls.cert, "certificate");
+    return grpc::SslCredentials(options);
+}
+
+grpc::ChannelArguments channel_arguments(const config::RemoteConfig& remote) {
+    grpc::ChannelArguments args;
+    if (!remote.tls.insecure) {
+        args.SetSslTargetNameOverride(remote.tls.peer_name);
+    }
+    const int third = static_cast<int>(std::max<std::int64_t>(remote.lost_after.count() / 3, 50));
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, third);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, third);
+    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, -1);
+    // Each link gets its own connection: the L4's links never share one subchannel.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    return args;
+}
+
+std::optional<std::string> peer_name_error(const grpc::AuthContext& auth, const config::TlsConfig& tls) {
+    if (tls.insecure) {
+        return std::nullopt;
+    }
+    std::string names;
+    bool any_san = false;
+    for (const auto& value : auth.FindPropertyValues("x509_subject_alternative_name")) {
+        any_san = true;
+        const std::string name(value.data(), value.size());
+        if (name == tls.peer_name) {
+            return std::nullopt;
+        }
+        names += (names.empty() ? "" : ", ") + name;
+    }
+    if (!any_san) {
+        for (const auto& value : auth.FindPropertyValues("x509_common_name")) {
+            const std::string name(value.data(), value.size());
+            if (name == tls.peer_name) {
+                return std::nullopt;
+            }
+            names += (names.empty() ? "" : ", ") + name;
+        }
+    }
+    return "the peer's certificate names " + (names.empty() ? std::string("nothing") : names) + ", expected " +
+           tls.peer_name;
+}
+
+} // namespace canopy::daemon

@@ -1,0 +1,41 @@
+#pragma once
+// The TLS side of the link between a level-4 canopyd and a level-3 canopyd on another host: gRPC credentials
+// built from a config::TlsConfig, and the check that the peer's certificate carries the configured name.
+//
+// Mutual TLS: each end presents its certificate (cert, key) and accepts only a peer certificate signed by
+// `ca`. The client checks the server's certificate against peer_name (host name verification on the name,
+// whatever address it dialled); the server checks the client's against its own peer_name on every call
+// (peer_name_error). "tls": "insecure" gives plain TCP, which the config allows only on loopback or under
+// testing.insecure_peers.
+//
+// Thread safety: pure functions; the PEM files are read when the credentials are built.
+
+#include "config/config.h"
+
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/support/channel_arguments.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace grpc {
+class AuthContext;
+}
+
+namespace canopy::daemon {
+
+// Throws std::runtime_error naming the file and the system's reason when a PEM file cannot be read.
+std::shared_ptr<grpc::ServerCredentials> server_credentials(const config::TlsConfig& tls);
+std::shared_ptr<grpc::ChannelCredentials> channel_credentials(const config::TlsConfig& tls);
+
+// Channel arguments of the L4's link to `remote`: the name the server's certificate must carry, keepalive pings
+// every lost_after / 3 (a dead peer fails the channel within about lost_after), reconnect back-off.
+grpc::ChannelArguments channel_arguments(const config::RemoteConfig& remote);
+
+// Why the calling peer is refused, or nullopt: with TLS the peer's certificate must name `tls.peer_name` (a DNS
+// subject alternative name, or the common name when the certificate has none).
+std::optional<std::string> peer_name_error(const grpc::AuthContext& auth, const config::TlsConfig& tls);
+
+} // namespace canopy::daemon

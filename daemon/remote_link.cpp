@@ -1,0 +1,278 @@
+#include "daemon/remote_link.h"
+
+#include "daemon/remote_credentials.h"
+#include "daemon/remote_server.h"
+#include "daemon/supervisor.h"
+#include "ipc/child_message.h"
+#include "ipc/fd_passing.h"
+#include "ipc/mailbox_child.h"
+#include "protocol/module_launch.h"
+#include "remote/canopy_remote.grpc.pb.h"
+#include "worker/kernels/kernel_error.h"
+#include "worker/worker_loop.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <grpcpp/grpcpp.h>
+#include <mutex>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+
+namespace canopy::daemon {
+namespace pb = canopy::remote::v1;
+namespace {
+
+std::string grpc_code_name(grpc::StatusCode code) {
+    switch (code) {
+    case grpc::StatusCode::CANCELLED:
+        return "CANCELLED";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+        return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::UNAUTHENTICATED:
+        return "UNAUTHENTICATED";
+    case grpc::StatusCode::UNAVAILABLE:
+        return "UNAVAILABLE";
+    case grpc::StatusCode::ABORTED:
+        return "ABORTED";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+        return "FAILED_PRECONDITION";
+    default:
+        return "gRPC status " + std::to_string(static_cast<int>(code));
+    }
+}
+
+std::string describe(const grpc::Status& status) {
+    return grpc_code_name(status.error_code()) +
+           (status.error_message().empty() ? std::string() : ": " + status.error_message());
+}
+
+class RemoteLink final : public worker::FrameRunner {
+public:
+    RemoteLink(std::string path, const config::RemoteConfig& remote, ipc::UniqueFd mailbox, ipc::UniqueFd control,
+               std::uint32_t generation)
+        : path_(std::move(path)), remote_(remote), control_(std::move(control)),
+          mailbox_(mailbox.get(), generation),
+          host_("host " + path_.substr(path_.rfind('/') + 1) + " at " + config::to_string(remote.address)) {}
+
+    ~RemoteLink() override {
+        stopping_ = true;
+        if (context_) {
+            context_->TryCancel();
+        }
+        {
+            std::lock_guard lock(mu_);
+            cv_.notify_all();
+        }
+        for (std::thread* t : {&reader_, &watchdog_, &control_reader_}) {
+            if (t->joinable()) {
+                t->join();
+            }
+        }
+    }
+
+    int serve() {
+        try {
+            channel_ = grpc::CreateCustomChannel(config::to_string(remote_.address),
+                                                 channel_credentials(remote_.tls), channel_arguments(remote_));
+        } catch (const std::exception& e) {
+            worker::send_fatal(control_.get(), "remote node " + path_ + ": " + e.what());
+            return worker::FATAL_EXIT_CODE;
+        }
+        stub_ = pb::Node::NewStub(channel_);
+        context_ = std::make_unique<grpc::ClientContext>();
+        pb::AttachRequest request;
+        request.set_l4_name(path_);
+        request.set_protocol(REMOTE_PROTOCOL);
+        request.set_heartbeat_ms(static_cast<std::uint32_t>(std::max<std::int64_t>(remote_.lost_after.count() / 4, 10)));
+        heard(); // the watchdog counts from here
+        watchdog_ = std::thread([this] { watch(); });
+        stream_ = stub_->Attach(context_.get(), request);
+        reader_ = std::thread([this] { read_events(); });
+        {
+            std::unique_lock lock(mu_);
+            cv_.wait(lock, [&] { return session_ != 0 || stopping_; });
+        }
+        if (stopping_) {
+            return 0;
+        }
+        control_reader_ = std::thread([this] { read_control(); });
+        worker::send_ready(control_.get());
+        return worker::serve_frames(mailbox_, *this);
+    }
+
+protected:
+    void release(const CanonicalIdentity& /*id*/) override {} // this process maps no buffer
+
+    std::optional<worker::TaskOutcome> refuse(std::string_view kernel) override {
+        if (is_module_kernel(kernel) || kernel.starts_with("@module")) {
+            return worker::TaskOutcome{ErrorCode::UNKNOWN_KERNEL,
+                                       "remote node " + path_ + " does not take user modules through its L4 (" +
+                                           std::string(kernel) + ")"};
+        }
+        return std::nullopt;
+    }
+
+    void create_vmm(const worker::VmmCreate& /*request*/) override {
+        throw kernels::KernelError(ErrorCode::BAD_REQUEST,
+                                   "device buffers of remote node " + path_ + " are created on its host");
+    }
+
+    void bind() override {} // the node's own workers map what the task names, on its host
+
+    void execute(std::string_view kernel, const LaunchConfig& launch) override {
+        auto call = std::make_shared<Call>();
+        call->request.set_session(session_);
+        call->request.set_kernel(std::string(kernel));
+        call->request.set_worker(std::string(frame().target));
+        call->request.set_args(reinterpret_cast<const char*>(frame().blob.data()), frame().blob.size());
+        call->request.set_launch(reinterpret_cast<const char*>(&launch), sizeof launch);
+        call->request.set_timeout_ms(frame().timeout_ms);
+        call->request.set_task_id(frame().task_id);
+        call->done.emplace(defer());
+        stub_->async()->Run(&call->context, &call->request, &call->reply, [this, call](grpc::Status status) {
+            if (!status.ok()) {
+                lost("a task call failed (" + describe(status) + ")");
+            }
+            const std::uint32_t code = call->reply.code();
+            if (code > ERROR_CODE_MAX) {
+                (*call->done)(ErrorCode::KERNEL_FAILED,
+                              host_ + " answered with unknown error code " + std::to_string(code), 0, 0);
+                return;
+            }
+            (*call->done)(static_cast<ErrorCode>(code), call->reply.message(), call->reply.start_ns(),
+                          call->reply.end_ns());
+        });
+    }
+
+private:
+    struct Call {
+        grpc::ClientContext context;
+        pb::TaskCall request;
+        pb::TaskReply reply;
+        std::optional<worker::FrameDone> done;
+    };
+
+    // The host is gone for this incarnation: say why, and end the process (the supervisor fails what was in
+    // flight and starts the link again with back-off).
+    [[noreturn]] void lost(const std::string& why) {
+        worker::send_lost(control_.get(), host_ + " lost: " + why);
+        ::_exit(LINK_LOST_EXIT_CODE);
+    }
+
+    void heard() { last_heard_ns_ = worker::monotonic_ns(); }
+
+    void read_events() {
+        pb::NodeEvent event;
+        while (stream_->Read(&event)) {
+            heard();
+            switch (event.event_case()) {
+            case pb::NodeEvent::kHello: {
+                std::lock_guard lock(mu_);
+                session_ = event.hello().session();
+                cv_.notify_all();
+                break;
+            }
+            case pb::NodeEvent::kStatus:
+                push_status(event.status());
+                break;
+            default:
+                break;
+            }
+        }
+        const grpc::Status status = stream_->Finish();
+        if (!stopping_) {
+            lost(session_ == 0 ? "it refused the session (" + describe(status) + ")"
+                               : "its session ended (" + describe(status) + ")");
+        }
+    }
+
+    void watch() {
+        const auto limit_ns = static_cast<std::uint64_t>(remote_.lost_after.count()) * 1'000'000u;
+        const auto step = std::max<std::chrono::milliseconds>(remote_.lost_after / 8, std::chrono::milliseconds(5));
+        std::unique_lock lock(mu_);
+        while (!stopping_) {
+            cv_.wait_for(lock, step);
+            if (!stopping_ && worker::monotonic_ns() - last_heard_ns_ > limit_ns) {
+                lost(std::string(session_ == 0 ? "no answer to the session request" : "no heartbeat") + " for " +
+                     std::to_string(remote_.lost_after.count()) + " ms");
+            }
+        }
+    }
+
+    // The node's tree with its paths under this link's path, as this child's status.
+    void push_status(const std::string& tree) {
+        std::vector<WorkerStatus> workers;
+        try {
+            workers = workers_from_json(tree);
+        } catch (const std::exception&) {
+            return; // a tree this version cannot read is not shown
+        }
+        for (auto& w : workers) {
+            w.path = path_ + (w.path.starts_with('/') ? w.path : "/" + w.path);
+        }
+        const std::string json = workers_to_json(workers);
+        ipc::ChildMessage header{};
+        header.type = static_cast<std::uint32_t>(ipc::ChildMessageType::STATUS_REPLY);
+        header.pid = ::getpid();
+        std::vector<std::byte> bytes(sizeof header + json.size());
+        if (bytes.size() > ipc::MAX_CHILD_MESSAGE_BYTES) {
+            return;
+        }
+        std::memcpy(bytes.data(), &header, sizeof header);
+        std::memcpy(bytes.data() + sizeof header, json.data(), json.size());
+        try {
+            ipc::send_message(control_.get(), std::span<const std::byte>(bytes.data(), bytes.size()));
+        } catch (const std::exception&) {
+            // The parent is gone; this process ends with it.
+        }
+    }
+
+    // The parent's messages (worker restarts of the node's workers are the node's own business): read and
+    // dropped until the socket closes.
+    void read_control() {
+        for (;;) {
+            ipc::ChildMessage m{};
+            std::vector<ipc::UniqueFd> fds;
+            try {
+                if (ipc::recv_message(control_.get(), std::as_writable_bytes(std::span(&m, 1)), fds) == 0) {
+                    return;
+                }
+            } catch (const ipc::FdsTruncated&) {
+                continue;
+            } catch (const std::exception&) {
+                return;
+            }
+        }
+    }
+
+    const std::string path_;
+    const config::RemoteConfig remote_;
+    ipc::UniqueFd control_;
+    ipc::MailboxChild mailbox_;
+    const std::string host_;
+    std::shared_ptr<grpc::Channel> channel_;
+    std::unique_ptr<pb::Node::Stub> stub_;
+    std::unique_ptr<grpc::ClientContext> context_;
+    std::unique_ptr<grpc::ClientReader<pb::NodeEvent>> stream_;
+    std::atomic<std::uint64_t> last_heard_ns_{0};
+    std::atomic<bool> stopping_{false};
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::uint64_t session_ = 0; // guarded by mu_ until READY, then fixed
+    std::thread reader_;
+    std::thread watchdog_;
+    std::thread control_reader_;
+};
+
+} // namespace
+
+int run_remote_link(const std::string& path, const config::RemoteConfig& remote, std::uint32_t generation,
+                    ipc::UniqueFd mailbox, ipc::UniqueFd control) {
+    RemoteLink link(path, remote, std::move(mailbox), std::move(control), generation);
+    const int code = link.serve();
+    return code;
+}
+
+} // namespace canopy::daemon

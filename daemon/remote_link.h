@@ -1,0 +1,30 @@
+#pragma once
+// The L4's side of a remote node: the child process that stands for node `path` of another host. It serves the
+// mailbox its supervisor gives it like any child (worker::serve_frames), and forwards each task over gRPC to
+// the canopyd that serves the node there (daemon/remote_server.h), publishing the result that comes back. It
+// pushes the node's worker tree up as its status, its paths under `path` ("/hb/chip0").
+//
+// The link is the process: it connects and attaches before READY, and when the host is lost (it refuses the
+// session, stops sending heartbeats for lost_after, or a call fails) the process reports LOST with the reason
+// and exits, so that its supervisor fails the tasks in flight WORKER_DIED naming the host and starts the link
+// again with back-off. A host that comes back is attached as a new session.
+//
+// Thread safety: run_remote_link owns the process it runs in.
+
+#include "config/config.h"
+#include "ipc/unique_fd.h"
+
+#include <cstdint>
+#include <string>
+
+namespace canopy::daemon {
+
+// The exit status of a link whose host was lost.
+inline constexpr int LINK_LOST_EXIT_CODE = 75;
+
+// Serves the mailbox until the parent asks it to stop (exit 0), or exits LINK_LOST_EXIT_CODE when the host is
+// lost.
+int run_remote_link(const std::string& path, const config::RemoteConfig& remote, std::uint32_t generation,
+                    ipc::UniqueFd mailbox, ipc::UniqueFd control);
+
+} // namespace canopy::daemon

@@ -1,0 +1,374 @@
+#include "daemon/remote_server.h"
+
+#include "daemon/remote_credentials.h"
+#include "protocol/task_args.h"
+#include "remote/canopy_remote.grpc.pb.h"
+
+#include <condition_variable>
+#include <cstring>
+#include <grpcpp/grpcpp.h>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <time.h>
+#include <unistd.h>
+
+namespace canopy::daemon {
+namespace pb = canopy::remote::v1;
+
+namespace {
+
+std::uint64_t monotonic_now_ns() noexcept {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+// How often the ticker looks for a changed tree and a heartbeat due.
+constexpr std::chrono::milliseconds TICK{50};
+
+} // namespace
+
+// One session's event stream. Every call on it from the server's side is made under Impl::mu_, and Impl
+// forgets it in OnDone, so no call reaches it after it is destroyed; its own mutex orders writes with
+// OnWriteDone, which gRPC calls on its threads.
+class SessionStream final : public grpc::ServerWriteReactor<pb::NodeEvent> {
+public:
+    SessionStream(RemoteServer::Impl& owner, std::uint64_t id, std::string peer, std::chrono::milliseconds heartbeat)
+        : owner_(owner), id_(id), peer_(std::move(peer)), heartbeat_(heartbeat) {}
+
+    std::uint64_t id() const noexcept { return id_; }
+    const std::string& peer() const noexcept { return peer_; }
+    std::chrono::milliseconds heartbeat() const noexcept { return heartbeat_; }
+    std::chrono::steady_clock::time_point next_heartbeat{};
+    std::string last_status;
+
+    void push(pb::NodeEvent event) {
+        std::lock_guard lock(mu_);
+        if (finishing_) {
+            return;
+        }
+        queue_.push_back(std::move(event));
+        if (!writing_) {
+            write_next_locked();
+        }
+    }
+
+    // Finishes the stream with `status` once the events queued before it are written.
+    void end(grpc::Status status) {
+        std::lock_guard lock(mu_);
+        if (finishing_) {
+            return;
+        }
+        finishing_ = true;
+        queue_.clear();
+        if (!writing_) {
+            Finish(status);
+        } else {
+            final_status_ = std::move(status);
+        }
+    }
+
+    void OnWriteDone(bool ok) override {
+        std::lock_guard lock(mu_);
+        writing_ = false;
+        if (!ok && !finishing_) {
+            finishing_ = true;
+            queue_.clear();
+            final_status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the L4 stopped reading its session");
+        }
+        if (finishing_) {
+            Finish(final_status_.value_or(grpc::Status::OK));
+            return;
+        }
+        if (!queue_.empty()) {
+            write_next_locked();
+        }
+    }
+
+    void OnCancel() override;
+    void OnDone() override;
+
+private:
+    void write_next_locked() {
+        current_ = std::move(queue_.front());
+        queue_.erase(queue_.begin());
+        writing_ = true;
+        StartWrite(&current_);
+    }
+
+    RemoteServer::Impl& owner_;
+    const std::uint64_t id_;
+    const std::string peer_;
+    const std::chrono::milliseconds heartbeat_;
+    std::mutex mu_;
+    std::vector<pb::NodeEvent> queue_;
+    pb::NodeEvent current_;
+    bool writing_ = false;
+    bool finishing_ = false;
+    std::optional<grpc::Status> final_status_;
+};
+
+class RemoteServer::Impl final : public pb::Node::CallbackService {
+public:
+    Impl(Supervisor& supervisor, const config::ServeConfig& serve, std::string node_name,
+         std::shared_ptr<spdlog::logger> log)
+        : supervisor_(supervisor), serve_(serve), name_(std::move(node_name)), log_(std::move(log)) {
+        grpc::ServerBuilder builder;
+        const std::string address = config::to_string(serve.listen);
+        builder.AddListeningPort(address, server_credentials(serve.tls), &port_);
+        builder.RegisterService(this);
+        const int third = static_cast<int>(std::max<std::int64_t>(serve.lost_after.count() / 3, 50));
+        builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, third);
+        builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, third);
+        builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+        builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+        builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10);
+        builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+        builder.SetMaxReceiveMessageSize(-1);
+        server_ = builder.BuildAndStart();
+        if (!server_ || port_ == 0) {
+            throw std::runtime_error("cannot serve remote L4s on " + address +
+                                     " (the address is in use, not local, or not an address)");
+        }
+        log_->info("serving a remote L4 on {} ({}), peer name {}", address,
+                   serve.tls.insecure ? "insecure plain TCP" : "mutual TLS",
+                   serve.tls.insecure ? "unchecked" : serve.tls.peer_name);
+        ticker_ = std::thread([this] { tick_loop(); });
+    }
+
+    ~Impl() override { stop(); }
+
+    void stop() {
+        {
+            std::lock_guard lock(mu_);
+            if (stopped_) {
+                return;
+            }
+            stopped_ = true;
+            for (auto& [id, stream] : streams_) {
+                stream->end(grpc::Status(grpc::StatusCode::UNAVAILABLE, "node " + name_ + " is stopping"));
+            }
+        }
+        tick_cv_.notify_all();
+        if (ticker_.joinable()) {
+            ticker_.join();
+        }
+        server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+        server_->Wait();
+        std::lock_guard lock(mu_);
+        forget_done_locked();
+    }
+
+    std::uint16_t port() const noexcept { return static_cast<std::uint16_t>(port_); }
+
+    std::uint64_t session() const {
+        std::lock_guard lock(mu_);
+        return current_;
+    }
+
+    grpc::ServerWriteReactor<pb::NodeEvent>* Attach(grpc::CallbackServerContext* context,
+                                                     const pb::AttachRequest* request) override {
+        std::string refusal;
+        if (const auto error = peer_name_error(*context->auth_context(), serve_.tls)) {
+            refusal = *error;
+        } else if (request->protocol() != REMOTE_PROTOCOL) {
+            refusal = "the L4 speaks remote protocol " + std::to_string(request->protocol()) + ", this node " +
+                      std::to_string(REMOTE_PROTOCOL);
+        }
+        const auto lost_after = serve_.lost_after;
+        const auto heartbeat = std::chrono::milliseconds(
+            request->heartbeat_ms() == 0 ? lost_after.count() / 4
+                                         : std::clamp<std::int64_t>(request->heartbeat_ms(), 10, lost_after.count()));
+        std::lock_guard lock(mu_);
+        const std::uint64_t id = ++last_id_;
+        auto stream = std::make_unique<SessionStream>(*this, id, context->peer(), heartbeat);
+        SessionStream* raw = stream.get();
+        streams_.emplace(id, std::move(stream));
+        if (stopped_) {
+            raw->end(grpc::Status(grpc::StatusCode::UNAVAILABLE, "node " + name_ + " is stopping"));
+            return raw;
+        }
+        if (!refusal.empty()) {
+            log_->warn("refused an L4 session from {}: {}", context->peer(), refusal);
+            raw->end(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, refusal));
+            return raw;
+        }
+        if (current_ != 0) {
+            const auto old = streams_.find(current_);
+            if (old != streams_.end()) {
+                log_->warn("L4 session {} from {} is replaced by session {} from {}", current_, old->second->peer(),
+                           id, context->peer());
+                old->second->end(grpc::Status(grpc::StatusCode::ABORTED,
+                                              "replaced by L4 session " + std::to_string(id) + " from " +
+                                                  context->peer()));
+            }
+        }
+        current_ = id;
+        log_->info("L4 {} attached from {}: session {}, heartbeat every {} ms", request->l4_name(), context->peer(), id,
+                   heartbeat.count());
+        pb::NodeEvent hello;
+        hello.mutable_hello()->set_name(name_);
+        const auto& owner = supervisor_.owner_instance();
+        hello.mutable_hello()->set_owner_instance(std::string(reinterpret_cast<const char*>(owner.data()), owner.size()));
+        hello.mutable_hello()->set_session(id);
+        hello.mutable_hello()->set_protocol(REMOTE_PROTOCOL);
+        hello.mutable_hello()->set_pid(static_cast<std::uint32_t>(::getpid()));
+        raw->push(std::move(hello));
+        pb::NodeEvent tree;
+        raw->last_status = workers_to_json(supervisor_.status());
+        tree.set_status(raw->last_status);
+        raw->push(std::move(tree));
+        raw->next_heartbeat = std::chrono::steady_clock::now() + heartbeat;
+        return raw;
+    }
+
+    grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context, const pb::TaskCall* call,
+                                  pb::TaskReply* reply) override {
+        grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+        if (const auto error = peer_name_error(*context->auth_context(), serve_.tls)) {
+            reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error));
+            return reactor;
+        }
+        {
+            std::lock_guard lock(mu_);
+            if (call->session() == 0 || call->session() != current_) {
+                reactor->Finish(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                             "session " + std::to_string(call->session()) +
+                                                 " is not the node's current L4 session (" + std::to_string(current_) +
+                                                 ")"));
+                return reactor;
+            }
+        }
+        const auto answer = [reactor, reply](ErrorCode code, const std::string& message, std::uint64_t start_ns,
+                                             std::uint64_t end_ns) {
+            reply->set_code(static_cast<std::uint32_t>(code));
+            reply->set_message(message);
+            reply->set_start_ns(start_ns);
+            reply->set_end_ns(end_ns);
+            reactor->Finish(grpc::Status::OK);
+        };
+        TaskRequest request;
+        try {
+            const std::string& blob = call->args();
+            request.args = decode_task_args(std::as_bytes(std::span(blob.data(), blob.size())));
+        } catch (const WireError& e) {
+            answer(e.code(), std::string("task.args: ") + e.what(), 0, 0);
+            return reactor;
+        }
+        if (call->launch().size() != sizeof(LaunchConfig)) {
+            answer(ErrorCode::BAD_REQUEST,
+                   "task.launch: expected " + std::to_string(sizeof(LaunchConfig)) + " bytes, got " +
+                       std::to_string(call->launch().size()),
+                   0, 0);
+            return reactor;
+        }
+        std::memcpy(&request.launch, call->launch().data(), sizeof request.launch);
+        request.kernel = call->kernel();
+        request.worker = call->worker();
+        request.timeout = std::chrono::milliseconds(call->timeout_ms());
+        supervisor_.submit(std::move(request),
+                           [answer](TaskResult r) { answer(r.code, r.message, r.start_ns, r.end_ns); });
+        return reactor;
+    }
+
+    // Called by a stream when gRPC is done with it (possibly inside a call that holds mu_): the ticker forgets it.
+    void forget(std::uint64_t id) {
+        std::lock_guard lock(done_mu_);
+        done_.push_back(id);
+    }
+
+private:
+    void tick_loop() {
+        std::unique_lock lock(mu_);
+        while (!stopped_) {
+            tick_cv_.wait_for(lock, TICK);
+            forget_done_locked();
+            if (stopped_ || current_ == 0) {
+                continue;
+            }
+            const auto it = streams_.find(current_);
+            if (it == streams_.end()) {
+                continue;
+            }
+            SessionStream& stream = *it->second;
+            const auto now = std::chrono::steady_clock::now();
+            std::string tree = workers_to_json(supervisor_.status());
+            if (tree != stream.last_status) {
+                pb::NodeEvent event;
+                event.set_status(tree);
+                stream.last_status = std::move(tree);
+                stream.push(std::move(event));
+            }
+            if (now >= stream.next_heartbeat) {
+                pb::NodeEvent beat;
+                beat.set_heartbeat_ns(monotonic_now_ns());
+                stream.push(std::move(beat));
+                stream.next_heartbeat = now + stream.heartbeat();
+            }
+        }
+    }
+
+    void forget_done_locked() {
+        std::vector<std::uint64_t> done;
+        {
+            std::lock_guard lock(done_mu_);
+            done.swap(done_);
+        }
+        for (const std::uint64_t id : done) {
+            if (current_ == id) {
+                current_ = 0;
+                if (!stopped_) {
+                    log_->warn("L4 session {} ended: its stream closed (the L4 went away or the link was lost); "
+                               "waiting for the next L4",
+                               id);
+                }
+            }
+            streams_.erase(id);
+        }
+    }
+
+    Supervisor& supervisor_;
+    const config::ServeConfig serve_;
+    const std::string name_;
+    std::shared_ptr<spdlog::logger> log_;
+    int port_ = 0;
+    std::unique_ptr<grpc::Server> server_;
+    mutable std::mutex mu_;
+    std::condition_variable tick_cv_;
+    std::map<std::uint64_t, std::unique_ptr<SessionStream>> streams_;
+    std::uint64_t current_ = 0;
+    std::uint64_t last_id_ = 0;
+    bool stopped_ = false;
+    std::thread ticker_;
+    std::mutex done_mu_; // a leaf lock: streams gRPC is done with
+    std::vector<std::uint64_t> done_;
+};
+
+void SessionStream::OnCancel() {
+    end(grpc::Status::CANCELLED);
+}
+
+void SessionStream::OnDone() {
+    owner_.forget(id_); // the last call gRPC makes on this stream; the ticker destroys it
+}
+
+RemoteServer::RemoteServer(Supervisor& supervisor, const config::ServeConfig& serve, std::string node_name,
+                           std::shared_ptr<spdlog::logger> log)
+    : impl_(std::make_unique<Impl>(supervisor, serve, std::move(node_name), std::move(log))) {}
+
+RemoteServer::~RemoteServer() = default;
+
+void RemoteServer::stop() {
+    impl_->stop();
+}
+
+std::uint16_t RemoteServer::port() const noexcept {
+    return impl_->port();
+}
+
+std::uint64_t RemoteServer::session() const {
+    return impl_->session();
+}
+
+} // namespace canopy::daemon

@@ -1,0 +1,52 @@
+#pragma once
+// RemoteServer: a level-3 canopyd serving one level-4 canopyd of another host over gRPC (the `serve` section,
+// docs/multihost.md). The L4 opens a session with Attach; the node answers with Hello (its name and buffer
+// owner nonce), then streams its worker tree whenever it changes and a heartbeat every heartbeat_ms. Tasks
+// arrive as Run calls carrying the TaskArgs blob, which is decoded here with decode_task_args (validate_tensor
+// on every argument) before the task reaches this node's Supervisor; the reply carries the task's own error
+// code, message and times.
+//
+// One L4 at a time: a new Attach ends the earlier session (its stream finishes ABORTED and its calls are
+// refused), so an L4 that reconnects after a partition is served at once. An L4 that disappears (keepalive
+// pings every lost_after / 3 go unanswered) ends its session; the node keeps running and waits for the next.
+// With TLS every call's peer certificate must name serve.tls.peer_name.
+//
+// Thread safety: the constructor starts serving; stop() and the destructor from any one thread.
+
+#include "config/config.h"
+#include "daemon/supervisor.h"
+
+#include <cstdint>
+#include <memory>
+#include <spdlog/logger.h>
+#include <string>
+
+namespace canopy::daemon {
+
+// The version of canopy_remote.proto's messages both ends speak; an Attach with another is refused.
+inline constexpr std::uint32_t REMOTE_PROTOCOL = 1;
+
+class RemoteServer {
+public:
+    // Listens on serve.listen (port 0: a free port, see port()). Throws std::runtime_error naming the address
+    // when it cannot listen, or the file when a PEM file cannot be read.
+    RemoteServer(Supervisor& supervisor, const config::ServeConfig& serve, std::string node_name,
+                 std::shared_ptr<spdlog::logger> log);
+    ~RemoteServer();
+    RemoteServer(const RemoteServer&) = delete;
+    RemoteServer& operator=(const RemoteServer&) = delete;
+
+    // Ends the session and stops listening; calls in progress are cancelled. Idempotent.
+    void stop();
+
+    std::uint16_t port() const noexcept;
+    // The current session's id, 0 when no L4 is attached.
+    std::uint64_t session() const;
+
+    class Impl;
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+} // namespace canopy::daemon

@@ -1,0 +1,149 @@
+// Remote nodes over loopback: a level-4 canopyd whose node "hb" is a level-3 canopyd reached over gRPC, both real
+// processes. What crosses a network between hosts (namespaces, TLS, partitions) is in test_remote_netns.cpp.
+#include "tests/remote/remote_fixture.h"
+
+#include <catch2/catch.hpp>
+#include <csignal>
+#include <thread>
+
+using namespace canopy::e2e;
+using nlohmann::json;
+
+TEST_CASE("an L4 runs tasks on a remote node's chip and sub and shows the node's tree", "[remote]") {
+    const std::uint16_t port = free_tcp_port();
+    Daemon hb(l3_config("hb", loopback(port), "insecure"));
+    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure")}));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    const json status = rack.cli_json({"status"});
+    CHECK(worker_at(status, "/hb").at("kind") == "remote");
+    CHECK(worker_at(status, "/hb").at("state") == "running");
+    CHECK(worker_at(status, "/hb/chip0").at("kind") == "chip");
+    CHECK(worker_at(status, "/hb/chip0").at("backend") == "sim");
+    CHECK(worker_at(status, "/hb/sub0").at("state") == "running");
+    CHECK(worker_at(status, "/sub0").at("state") == "running");
+    // The node's own pids, not the L4's: the workers run on the other canopyd.
+    const json hb_status = hb.cli_json({"status"});
+    CHECK(worker_at(status, "/hb/sub0").at("pid") == worker_at(hb_status, "/sub0").at("pid"));
+
+    for (const std::string on : {"hb/chip0", "hb/sub0", "/hb/sub0", "sub0"}) {
+        const json done = rack.cli_json({"submit", "sleep_ms", "--on", on, "--scalar", "int64:1", "--wait"});
+        INFO(on << ": " << done.dump());
+        CHECK(done.at("state") == "completed");
+        CHECK(done.at("start_ns").get<std::uint64_t>() > 0);
+    }
+    // The node ran them: its own counters say so.
+    CHECK(worker_at(hb.cli_json({"status"}), "/sub0").at("tasks_done").get<std::uint64_t>() == 2);
+    CHECK(has_log_line(hb, {"L4 /hb attached from", "session 1"}));
+}
+
+TEST_CASE("a task for a remote node is refused by name: unknown worker, the node itself, a buffer of another host, "
+          "a bad argument",
+          "[remote]") {
+    const std::uint16_t port = free_tcp_port();
+    Daemon hb(l3_config("hb", loopback(port), "insecure"));
+    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure")}));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+
+    Output o = rack.cli({"submit", "sleep_ms", "--on", "hb/sub7", "--scalar", "int64:1", "--wait", "--json"});
+    CHECK(o.rc != 0);
+    CHECK(error_code_of(o.json()) == "UNKNOWN_WORKER");
+    CHECK_THAT(error_message_of(o.json()),
+               Catch::Contains("no worker 'hb/sub7' on remote node /hb (its workers: /hb/chip0, /hb/sub0)"));
+
+    o = rack.cli({"submit", "sleep_ms", "--on", "hb", "--scalar", "int64:1", "--wait", "--json"});
+    CHECK(error_code_of(o.json()) == "UNKNOWN_WORKER");
+    CHECK_THAT(error_message_of(o.json()), Catch::Contains("is a remote node, not a worker"));
+
+    // A buffer of the L4's host cannot be reached from hb.
+    const std::string id = rack.create_buffer(4096);
+    o = rack.cli({"submit", "fill", "--on", "hb/sub0", "--out", id + ":float32:16", "--scalar", "float32:1", "--wait",
+                  "--json"});
+    CHECK(error_code_of(o.json()) == "UNREACHABLE_BUFFER");
+    CHECK_THAT(error_message_of(o.json()), Catch::Contains("is not on the host of remote node /hb"));
+
+    // The node checks the kernel's arguments as its own workers would: sleep_ms takes an int64.
+    o = rack.cli({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "float32:1", "--wait", "--json"});
+    CHECK(o.rc != 0);
+    CHECK(error_code_of(o.json()) == "BAD_REQUEST");
+    // And the L4 and the node still serve.
+    CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
+          "completed");
+}
+
+TEST_CASE("a remote host that dies fails its tasks WORKER_DIED naming it, the L4 serves on, and the host is "
+          "attached again when it comes back",
+          "[remote]") {
+    const std::uint16_t port = free_tcp_port();
+    auto hb = std::make_unique<Daemon>(l3_config("hb", loopback(port), "insecure"));
+    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure", 1000)}));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    const json slow = rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:20000"});
+    REQUIRE(eventually_started(rack, slow.at("id").get<std::uint64_t>()));
+    REQUIRE(::kill(hb->pid(), SIGKILL) == 0);
+    const json failed = rack.cli_json({"wait", slow.at("id").dump()});
+    CHECK(failed.at("state") == "failed");
+    CHECK(failed.at("error").at("code") == "WORKER_DIED");
+    CHECK_THAT(failed.at("error").at("message").get<std::string>(),
+               Catch::Contains("host hb at 127.0.0.1:" + std::to_string(port) + " lost"));
+    // The rest of the L4 serves; tasks for the lost host are refused at once, naming why.
+    CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
+          "completed");
+    const Output refused = rack.cli({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait", "--json"});
+    CHECK(error_code_of(refused.json()) == "WORKER_DIED");
+    CHECK_THAT(error_message_of(refused.json()), Catch::Contains("its link reconnects with back-off"));
+    CHECK(has_log_line(rack, {"worker /hb", "host hb at 127.0.0.1:" + std::to_string(port) + " lost", "restart"}));
+
+    // The host comes back (a new canopyd, so a new incarnation) and is attached again.
+    hb.reset();
+    Daemon hb_again(l3_config("hb", loopback(port), "insecure"));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
+          "completed");
+}
+
+TEST_CASE("a remote host that stops answering (SIGSTOP) is lost after lost_after_ms and attached again after SIGCONT",
+          "[remote]") {
+    const std::uint16_t port = free_tcp_port();
+    Daemon hb(l3_config("hb", loopback(port), "insecure"));
+    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure", 500)}));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    const json slow = rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:20000"});
+    REQUIRE(eventually_started(rack, slow.at("id").get<std::uint64_t>()));
+    REQUIRE(::kill(hb.pid(), SIGSTOP) == 0);
+    const auto stopped_at = std::chrono::steady_clock::now();
+    const json failed = rack.cli_json({"wait", slow.at("id").dump()});
+    const auto took = std::chrono::steady_clock::now() - stopped_at;
+    ::kill(hb.pid(), SIGCONT);
+    CHECK(failed.at("error").at("code") == "WORKER_DIED");
+    // Whichever sees it first, the link's heartbeat watch or gRPC's keepalive, names the host.
+    const std::string why = failed.at("error").at("message").get<std::string>();
+    INFO(why);
+    CHECK_THAT(why, Catch::Contains("host hb at 127.0.0.1:" + std::to_string(port) + " lost"));
+    CHECK((why.find("no heartbeat for 500 ms") != std::string::npos || why.find("keepalive") != std::string::npos));
+    CHECK(took < std::chrono::seconds(5));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
+          "completed");
+    // The node saw the new session replace the old one.
+    CHECK(has_log_line(hb, {"L4 /hb attached from", "session 2"}));
+}
+
+TEST_CASE("an L4 whose remote host does not answer starts and serves, and attaches the host once it appears",
+          "[remote]") {
+    const std::uint16_t port = free_tcp_port();
+    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure", 500)}));
+    const json status = rack.cli_json({"status"});
+    CHECK(worker_at(status, "/hb").at("state") != "running");
+    CHECK_THAT(worker_at(status, "/hb").at("last_exit").get<std::string>(), Catch::Contains("lost"));
+    CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
+          "completed");
+    CHECK(has_log_line(rack, {"remote node /hb is not reachable yet"}));
+    // It keeps trying every 200 ms at most, and says so at warning once while the reason stays the same.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    CHECK(count_log_lines(rack, {"worker /hb", "lost: it refused the session", "restart"}) >= 5);
+    CHECK(count_log_lines(rack, {"warning worker /hb", "lost: it refused the session"}) == 1);
+    Daemon hb(l3_config("hb", loopback(port), "insecure"));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "hb/chip0", "--scalar", "int64:0", "--wait"}).at("state") ==
+          "completed");
+}
