@@ -15,7 +15,6 @@
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/support/channel_arguments.h>
-
 #include <memory>
 #include <optional>
 #include <string>

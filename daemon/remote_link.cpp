@@ -52,8 +52,7 @@ class RemoteLink final : public worker::FrameRunner {
 public:
     RemoteLink(std::string path, const config::RemoteConfig& remote, ipc::UniqueFd mailbox, ipc::UniqueFd control,
                std::uint32_t generation)
-        : path_(std::move(path)), remote_(remote), control_(std::move(control)),
-          mailbox_(mailbox.get(), generation),
+        : path_(std::move(path)), remote_(remote), control_(std::move(control)), mailbox_(mailbox.get(), generation),
           host_("host " + path_.substr(path_.rfind('/') + 1) + " at " + config::to_string(remote.address)) {}
 
     ~RemoteLink() override {
@@ -74,8 +73,8 @@ public:
 
     int serve() {
         try {
-            channel_ = grpc::CreateCustomChannel(config::to_string(remote_.address),
-                                                 channel_credentials(remote_.tls), channel_arguments(remote_));
+            channel_ = grpc::CreateCustomChannel(config::to_string(remote_.address), channel_credentials(remote_.tls),
+                                                 channel_arguments(remote_));
         } catch (const std::exception& e) {
             worker::send_fatal(control_.get(), "remote node " + path_ + ": " + e.what());
             return worker::FATAL_EXIT_CODE;
@@ -85,7 +84,8 @@ public:
         pb::AttachRequest request;
         request.set_l4_name(path_);
         request.set_protocol(REMOTE_PROTOCOL);
-        request.set_heartbeat_ms(static_cast<std::uint32_t>(std::max<std::int64_t>(remote_.lost_after.count() / 4, 10)));
+        request.set_heartbeat_ms(
+            static_cast<std::uint32_t>(std::max<std::int64_t>(remote_.lost_after.count() / 4, 10)));
         heard(); // the watchdog counts from here
         watchdog_ = std::thread([this] { watch(); });
         stream_ = stub_->Attach(context_.get(), request);
@@ -107,9 +107,9 @@ protected:
 
     std::optional<worker::TaskOutcome> refuse(std::string_view kernel) override {
         if (is_module_kernel(kernel) || kernel.starts_with("@module")) {
-            return worker::TaskOutcome{ErrorCode::UNKNOWN_KERNEL,
-                                       "remote node " + path_ + " does not take user modules through its L4 (" +
-                                           std::string(kernel) + ")"};
+            return worker::TaskOutcome{ErrorCode::UNKNOWN_KERNEL, "remote node " + path_ +
+                                                                      " does not take user modules through its L4 (" +
+                                                                      std::string(kernel) + ")"};
         }
         return std::nullopt;
     }

@@ -1,5 +1,6 @@
 #include "daemon/remote_server.h"
 
+#include "daemon/remote_call.h"
 #include "daemon/remote_credentials.h"
 #include "protocol/task_args.h"
 #include "remote/canopy_remote.grpc.pb.h"
@@ -168,7 +169,7 @@ public:
     }
 
     grpc::ServerWriteReactor<pb::NodeEvent>* Attach(grpc::CallbackServerContext* context,
-                                                     const pb::AttachRequest* request) override {
+                                                    const pb::AttachRequest* request) override {
         std::string refusal;
         if (const auto error = peer_name_error(*context->auth_context(), serve_.tls)) {
             refusal = *error;
@@ -197,11 +198,11 @@ public:
         if (current_ != 0) {
             const auto old = streams_.find(current_);
             if (old != streams_.end()) {
-                log_->warn("L4 session {} from {} is replaced by session {} from {}", current_, old->second->peer(),
-                           id, context->peer());
-                old->second->end(grpc::Status(grpc::StatusCode::ABORTED,
-                                              "replaced by L4 session " + std::to_string(id) + " from " +
-                                                  context->peer()));
+                log_->warn("L4 session {} from {} is replaced by session {} from {}", current_, old->second->peer(), id,
+                           context->peer());
+                old->second->end(
+                    grpc::Status(grpc::StatusCode::ABORTED,
+                                 "replaced by L4 session " + std::to_string(id) + " from " + context->peer()));
             }
         }
         current_ = id;
@@ -210,7 +211,8 @@ public:
         pb::NodeEvent hello;
         hello.mutable_hello()->set_name(name_);
         const auto& owner = supervisor_.owner_instance();
-        hello.mutable_hello()->set_owner_instance(std::string(reinterpret_cast<const char*>(owner.data()), owner.size()));
+        hello.mutable_hello()->set_owner_instance(
+            std::string(reinterpret_cast<const char*>(owner.data()), owner.size()));
         hello.mutable_hello()->set_session(id);
         hello.mutable_hello()->set_protocol(REMOTE_PROTOCOL);
         hello.mutable_hello()->set_pid(static_cast<std::uint32_t>(::getpid()));
@@ -233,10 +235,10 @@ public:
         {
             std::lock_guard lock(mu_);
             if (call->session() == 0 || call->session() != current_) {
-                reactor->Finish(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                                             "session " + std::to_string(call->session()) +
-                                                 " is not the node's current L4 session (" + std::to_string(current_) +
-                                                 ")"));
+                reactor->Finish(
+                    grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "session " + std::to_string(call->session()) +
+                                                                            " is not the node's current L4 session (" +
+                                                                            std::to_string(current_) + ")"));
                 return reactor;
             }
         }
@@ -250,23 +252,14 @@ public:
         };
         TaskRequest request;
         try {
-            const std::string& blob = call->args();
-            request.args = decode_task_args(std::as_bytes(std::span(blob.data(), blob.size())));
+            request = decode_task_call(*call);
         } catch (const WireError& e) {
             answer(e.code(), std::string("task.args: ") + e.what(), 0, 0);
             return reactor;
-        }
-        if (call->launch().size() != sizeof(LaunchConfig)) {
-            answer(ErrorCode::BAD_REQUEST,
-                   "task.launch: expected " + std::to_string(sizeof(LaunchConfig)) + " bytes, got " +
-                       std::to_string(call->launch().size()),
-                   0, 0);
+        } catch (const RequestError& e) {
+            answer(e.code(), e.what(), 0, 0);
             return reactor;
         }
-        std::memcpy(&request.launch, call->launch().data(), sizeof request.launch);
-        request.kernel = call->kernel();
-        request.worker = call->worker();
-        request.timeout = std::chrono::milliseconds(call->timeout_ms());
         supervisor_.submit(std::move(request),
                            [answer](TaskResult r) { answer(r.code, r.message, r.start_ns, r.end_ns); });
         return reactor;

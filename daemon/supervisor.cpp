@@ -434,9 +434,9 @@ std::string Supervisor::after_death_locked(ChildSlot& slot, EndCause cause, pid_
         return {};
     }
     const RestartDecision d = zygote_lost_ ? RestartDecision{}
-                              : slot.lost  ? policy_.on_lost(slot.failures, uptime)
-                                           : policy_.on_death(slot.failures, uptime, slot.fatal,
-                                                              cause != EndCause::ZYGOTE_DIED);
+                              : slot.lost
+                                  ? policy_.on_lost(slot.failures, uptime)
+                                  : policy_.on_death(slot.failures, uptime, slot.fatal, cause != EndCause::ZYGOTE_DIED);
     slot.lost = false;
     slot.failures = d.failures;
     if (!d.restart) {

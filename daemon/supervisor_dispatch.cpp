@@ -121,8 +121,8 @@ Supervisor::Route Supervisor::resolve_remote(ChildSlot& slot, const std::string&
         }
         known += (known.empty() ? "" : ", ") + w.path;
     }
-    throw RequestError(ErrorCode::UNKNOWN_WORKER, "no worker '" + worker + "' on remote node " + slot.path +
-                                                      " (its workers: " + known + ")");
+    throw RequestError(ErrorCode::UNKNOWN_WORKER,
+                       "no worker '" + worker + "' on remote node " + slot.path + " (its workers: " + known + ")");
 }
 
 Supervisor::Route Supervisor::resolve_any(const std::string& path) const {

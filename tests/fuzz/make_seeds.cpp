@@ -1,8 +1,11 @@
 // canopy_fuzz_seeds DIR: writes the seed corpus of the fuzz targets, DIR/fuzz_decode_task_args/*.bin
-// (valid TaskArgs blobs) and DIR/fuzz_parse_identity/*.txt (valid identity strings). The output is
+// (valid TaskArgs blobs), DIR/fuzz_parse_identity/*.txt (valid identity strings) and DIR/fuzz_remote_call/*.bin
+// (TaskCall messages carrying those blobs, as an L4 sends them to its node). The output is
 // committed under tests/fuzz/corpus/; rerun this after a change to the wire layout.
 
+#include "protocol/mailbox.h"
 #include "protocol/protocol.h"
+#include "remote/canopy_remote.pb.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -85,6 +88,22 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < args.size(); ++i) {
         const std::vector<std::byte> blob = encode_task_args(args[i]);
         write_file(blobs / ("seed" + std::to_string(i) + ".bin"), blob.data(), blob.size());
+    }
+    const auto calls = root / "fuzz_remote_call";
+    std::filesystem::create_directories(calls);
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::vector<std::byte> blob = encode_task_args(args[i]);
+        canopy::remote::v1::TaskCall call;
+        call.set_session(1);
+        call.set_kernel(i % 2 == 0 ? "scale" : "sleep_ms");
+        call.set_worker(i % 2 == 0 ? "chip0" : "sub0");
+        call.set_args(reinterpret_cast<const char*>(blob.data()), blob.size());
+        const LaunchConfig launch{{1, 1, 1}, {128, 1, 1}, 0, 0};
+        call.set_launch(reinterpret_cast<const char*>(&launch), sizeof launch);
+        call.set_timeout_ms(static_cast<std::uint32_t>(i * 100));
+        call.set_task_id(i + 1);
+        const std::string bytes = call.SerializeAsString();
+        write_file(calls / ("seed" + std::to_string(i) + ".bin"), bytes.data(), bytes.size());
     }
     const std::vector<CanonicalIdentity> ids = {seed_identity(1, 0, 1), seed_identity(2, 42, 7),
                                                 seed_identity(3, UINT64_MAX, UINT32_MAX)};

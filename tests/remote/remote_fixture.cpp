@@ -35,11 +35,12 @@ std::string loopback(std::uint16_t port) {
 }
 
 json l3_config(const std::string& name, const std::string& listen, const json& tls, const json& extra) {
-    json config = {{"node", {{"name", name}, {"level", 3}, {"chips", {{{"device", 0}, {"backend", "sim"}}}}, {"subs", 1}}},
-                   {"serve", {{"listen", listen}, {"tls", tls}, {"lost_after_ms", 1000}}},
-                   {"supervision", {{"backoff_initial_ms", 10}, {"backoff_max_ms", 200}, {"drain_timeout_ms", 2000}}},
-                   {"testing", {{"fault_kernels", true}}},
-                   {"log", {{"level", "debug"}}}};
+    json config = {
+        {"node", {{"name", name}, {"level", 3}, {"chips", {{{"device", 0}, {"backend", "sim"}}}}, {"subs", 1}}},
+        {"serve", {{"listen", listen}, {"tls", tls}, {"lost_after_ms", 1000}}},
+        {"supervision", {{"backoff_initial_ms", 10}, {"backoff_max_ms", 200}, {"drain_timeout_ms", 2000}}},
+        {"testing", {{"fault_kernels", true}}},
+        {"log", {{"level", "debug"}}}};
     for (const auto& [key, value] : extra.items()) {
         config[key] = value;
     }
@@ -73,6 +74,26 @@ bool eventually_running(const Daemon& d, const std::string& path, std::chrono::m
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return false;
+}
+
+std::string eventually_last_exit(const Daemon& d, const std::string& path, const std::string& part,
+                                 std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    std::string last;
+    while (std::chrono::steady_clock::now() < deadline) {
+        RawClient c(d.socket());
+        const json status = c.request({{"op", "status"}});
+        for (const auto& w : status.at("workers")) {
+            if (w.at("path") == path && w.contains("last_exit") && w.at("last_exit").is_string()) {
+                last = w.at("last_exit").get<std::string>();
+            }
+        }
+        if (last.find(part) != std::string::npos) {
+            return last;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return last;
 }
 
 bool eventually_started(const Daemon& d, std::uint64_t id, std::chrono::milliseconds limit) {

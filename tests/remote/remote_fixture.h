@@ -37,6 +37,11 @@ nlohmann::json l4_config(const std::vector<nlohmann::json>& nodes,
 bool eventually_running(const Daemon& d, const std::string& path,
                         std::chrono::milliseconds limit = std::chrono::milliseconds(20000));
 
+// Polls the daemon's status until the last_exit of the worker at `path` holds `part`; returns the last one
+// seen (which does not hold it after `limit`).
+std::string eventually_last_exit(const Daemon& d, const std::string& path, const std::string& part,
+                                 std::chrono::milliseconds limit = std::chrono::milliseconds(10000));
+
 // Polls `tasks` until the task with id `id` has left the queue; false after `limit`.
 bool eventually_started(const Daemon& d, std::uint64_t id,
                         std::chrono::milliseconds limit = std::chrono::milliseconds(10000));

@@ -88,7 +88,8 @@ TEST_CASE("a remote host that dies fails its tasks WORKER_DIED naming it, the L4
     // The rest of the L4 serves; tasks for the lost host are refused at once, naming why.
     CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
           "completed");
-    const Output refused = rack.cli({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait", "--json"});
+    const Output refused =
+        rack.cli({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait", "--json"});
     CHECK(error_code_of(refused.json()) == "WORKER_DIED");
     CHECK_THAT(error_message_of(refused.json()), Catch::Contains("its link reconnects with back-off"));
     CHECK(has_log_line(rack, {"worker /hb", "host hb at 127.0.0.1:" + std::to_string(port) + " lost", "restart"}));

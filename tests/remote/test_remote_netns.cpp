@@ -1,0 +1,164 @@
+// Remote nodes between test hosts: each host a network namespace with a private /dev/shm, joined to the L4's
+// host by its own veth pair (tests/remote/hosts.h). Skipped where namespaces cannot be made (not root).
+#include "tests/remote/hosts.h"
+#include "tests/remote/remote_fixture.h"
+#include "tests/skip.h"
+
+#include <catch2/catch.hpp>
+#include <csignal>
+#include <filesystem>
+#include <thread>
+
+using namespace canopy::e2e;
+using nlohmann::json;
+
+namespace {
+
+constexpr std::uint16_t PORT = 7471;
+
+// The testing section that lets plain TCP cross between namespaces.
+const json INSECURE_PEERS = {{"testing", {{"fault_kernels", true}, {"insecure_peers", true}}}};
+
+std::string at(const TestNetwork& net, const std::string& host) {
+    return net.address(host) + ":" + std::to_string(PORT);
+}
+
+// The names of the files in a daemon's view of /dev/shm.
+std::set<std::string> shm_names(pid_t pid) {
+    std::set<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/root/dev/shm")) {
+        names.insert(e.path().filename().string());
+    }
+    return names;
+}
+
+} // namespace
+
+TEST_CASE("an L4 runs tasks on two remote hosts, each in its own network namespace with its own /dev/shm",
+          "[remote][netns]") {
+    if (const std::string why = TestNetwork::unavailable(); !why.empty()) {
+        CANOPY_SKIP(why);
+    }
+    TestNetwork net({"rack", "hb", "hc"});
+    Daemon hb(l3_config("hb", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hb"));
+    Daemon hc(l3_config("hc", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hc"));
+    Daemon rack(l4_config({remote_node("hb", at(net, "hb"), "insecure"), remote_node("hc", at(net, "hc"), "insecure")},
+                          INSECURE_PEERS),
+                {}, net.enter("rack"));
+    REQUIRE(eventually_running(rack, "/hb/chip0"));
+    REQUIRE(eventually_running(rack, "/hc/sub0"));
+    for (const std::string on : {"hb/chip0", "hb/sub0", "hc/chip0", "hc/sub0", "sub0"}) {
+        const json done = rack.cli_json({"submit", "sleep_ms", "--on", on, "--scalar", "int64:1", "--wait"});
+        INFO(on);
+        CHECK(done.at("state") == "completed");
+    }
+    CHECK(has_log_line(hb, {"L4 /hb attached from ipv4:" + net.hub_address("hb")}));
+    CHECK(has_log_line(hc, {"L4 /hc attached from ipv4:" + net.hub_address("hc")}));
+    // A buffer of the L4's host is in its /dev/shm alone.
+    rack.create_buffer(4096);
+    const auto rack_shm = shm_names(rack.pid());
+    REQUIRE_FALSE(rack_shm.empty());
+    for (const auto& name : shm_names(hb.pid())) {
+        CHECK(rack_shm.count(name) == 0);
+    }
+    CHECK(shm_names(hb.pid()) != rack_shm);
+}
+
+TEST_CASE("a partition loses the host within lost_after, the other host and the L4 serve on, and the host is attached "
+          "again when the link returns",
+          "[remote][netns]") {
+    if (const std::string why = TestNetwork::unavailable(); !why.empty()) {
+        CANOPY_SKIP(why);
+    }
+    TestNetwork net({"rack", "hb", "hc"});
+    Daemon hb(l3_config("hb", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hb"));
+    Daemon hc(l3_config("hc", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hc"));
+    Daemon rack(l4_config({remote_node("hb", at(net, "hb"), "insecure", 600),
+                           remote_node("hc", at(net, "hc"), "insecure", 600)},
+                          INSECURE_PEERS),
+                {}, net.enter("rack"));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    REQUIRE(eventually_running(rack, "/hc/sub0"));
+    const json slow = rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:20000"});
+    REQUIRE(eventually_started(rack, slow.at("id").get<std::uint64_t>()));
+
+    net.set_link("hb", false);
+    const auto cut_at = std::chrono::steady_clock::now();
+    const json failed = rack.cli_json({"wait", slow.at("id").dump()});
+    const auto took = std::chrono::steady_clock::now() - cut_at;
+    CHECK(failed.at("error").at("code") == "WORKER_DIED");
+    CHECK_THAT(failed.at("error").at("message").get<std::string>(),
+               Catch::Contains("host hb at " + at(net, "hb") + " lost"));
+    CHECK(took < std::chrono::seconds(3));
+    // hc and the L4's own sub serve throughout.
+    for (const std::string on : {"hc/sub0", "sub0"}) {
+        CHECK(rack.cli_json({"submit", "sleep_ms", "--on", on, "--scalar", "int64:0", "--wait"}).at("state") ==
+              "completed");
+    }
+    CHECK(error_code_of(
+              rack.cli({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait", "--json"}).json()) ==
+          "WORKER_DIED");
+
+    net.set_link("hb", true);
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
+          "completed");
+    // hb kept running through the partition and took the L4's new session.
+    CHECK(has_log_line(hb, {"L4 /hb attached from", "session 2"}));
+}
+
+TEST_CASE("a delay on the link below lost_after slows tasks and loses nothing", "[remote][netns]") {
+    if (const std::string why = TestNetwork::unavailable(); !why.empty()) {
+        CANOPY_SKIP(why);
+    }
+    TestNetwork net({"rack", "hb"});
+    Daemon hb(l3_config("hb", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hb"));
+    // 100 ms each way: netem on both ends of the link, or where the kernel has no netem a relay in the L4's
+    // namespace that holds every byte back as long.
+    std::unique_ptr<DelayRelay> relay;
+    std::string address = at(net, "hb");
+    if (!net.set_delay("hb", 100)) {
+        relay = std::make_unique<DelayRelay>(net.netns_path("rack"), net.address("hb"), PORT,
+                                             std::chrono::milliseconds(100));
+        address = loopback(relay->port());
+    }
+    Daemon rack(l4_config({remote_node("hb", address, "insecure", 2000)}, INSECURE_PEERS), {}, net.enter("rack"));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    const auto begin = std::chrono::steady_clock::now();
+    for (int i = 0; i < 3; ++i) {
+        CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
+              "completed");
+    }
+    // Each task crosses the link there and back.
+    CHECK(std::chrono::steady_clock::now() - begin >= std::chrono::milliseconds(3 * 200));
+    const json status = rack.cli_json({"status"});
+    CHECK(worker_at(status, "/hb").at("state") == "running");
+    CHECK(worker_at(status, "/hb").at("restarts") == 0);
+}
+
+TEST_CASE("SIGKILL of a remote canopyd between namespaces fails its task and the host returns as a new incarnation",
+          "[remote][netns]") {
+    if (const std::string why = TestNetwork::unavailable(); !why.empty()) {
+        CANOPY_SKIP(why);
+    }
+    TestNetwork net({"rack", "hb"});
+    auto hb = std::make_unique<Daemon>(l3_config("hb", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS),
+                                       std::map<std::string, std::string>{}, net.enter("hb"));
+    Daemon rack(l4_config({remote_node("hb", at(net, "hb"), "insecure", 600)}, INSECURE_PEERS), {}, net.enter("rack"));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    const auto first_pid = worker_at(rack.cli_json({"status"}), "/hb/sub0").at("pid");
+    const json slow = rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:20000"});
+    REQUIRE(eventually_started(rack, slow.at("id").get<std::uint64_t>()));
+    REQUIRE(::kill(hb->pid(), SIGKILL) == 0);
+    const json failed = rack.cli_json({"wait", slow.at("id").dump()});
+    CHECK(failed.at("error").at("code") == "WORKER_DIED");
+    CHECK_THAT(failed.at("error").at("message").get<std::string>(),
+               Catch::Contains("host hb at " + at(net, "hb") + " lost"));
+    hb.reset();
+    Daemon hb_again(l3_config("hb", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {},
+                    net.enter("hb"));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    CHECK(worker_at(rack.cli_json({"status"}), "/hb/sub0").at("pid") != first_pid);
+    CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
+          "completed");
+}

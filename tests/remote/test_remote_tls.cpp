@@ -1,0 +1,71 @@
+// Mutual TLS between an L4 and its remote node, over loopback: the right certificates work, and a certificate
+// from another CA, a name that does not match on either side, and plain TCP are each refused with a reason
+// that names it.
+#include "tests/remote/hosts.h"
+#include "tests/remote/remote_fixture.h"
+
+#include <catch2/catch.hpp>
+
+using namespace canopy::e2e;
+using nlohmann::json;
+
+TEST_CASE("with mutual TLS an L4 runs tasks on its remote node", "[remote][tls]") {
+    TestCa ca;
+    const std::uint16_t port = free_tcp_port();
+    Daemon hb(l3_config("hb", loopback(port), ca.tls("hb", "rack")));
+    Daemon rack(l4_config({remote_node("hb", loopback(port), ca.tls("rack", "hb"))}));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:1", "--wait"}).at("state") ==
+          "completed");
+    CHECK(
+        has_log_line(hb, {"serving a remote L4 on 127.0.0.1:" + std::to_string(port), "mutual TLS", "peer name rack"}));
+}
+
+TEST_CASE("an L4 with a certificate of another CA, a wrong name on either side, or plain TCP is refused with the "
+          "reason",
+          "[remote][tls]") {
+    TestCa ca;
+    TestCa other;
+    const std::uint16_t port = free_tcp_port();
+    Daemon hb(l3_config("hb", loopback(port), ca.tls("hb", "rack")));
+    const auto refused = [&](const json& tls, const std::string& part) {
+        Daemon rack(l4_config({remote_node("hb", loopback(port), tls, 500)}));
+        const std::string why = eventually_last_exit(rack, "/hb", part);
+        INFO(why);
+        CHECK_THAT(why, Catch::Contains("host hb at 127.0.0.1:" + std::to_string(port) + " lost"));
+        CHECK_THAT(why, Catch::Contains(part));
+        const Output o = rack.cli({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait", "--json"});
+        CHECK(error_code_of(o.json()) == "WORKER_DIED");
+        // The L4 itself serves on.
+        CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
+              "completed");
+    };
+    SECTION("the L4 trusts another CA and presents its certificate") {
+        refused(other.tls("rack", "hb"), "it refused the session (UNAVAILABLE");
+    }
+    SECTION("the node's certificate does not carry the name the L4 expects") {
+        refused(ca.tls("rack", "hx"), "it refused the session (UNAVAILABLE");
+    }
+    SECTION("the L4's certificate does not carry the name the node expects") {
+        refused(ca.tls("intruder", "hb"),
+                "it refused the session (UNAUTHENTICATED: the peer's certificate names intruder, expected rack)");
+        CHECK(has_log_line(hb, {"refused an L4 session from", "the peer's certificate names intruder, expected rack"}));
+    }
+    SECTION("the L4 speaks plain TCP") {
+        refused("insecure", "it refused the session (UNAVAILABLE");
+    }
+    // None of these became the node's session.
+    CHECK_FALSE(has_log_line(hb, {"attached from"}));
+}
+
+TEST_CASE("a node refuses to start when a file of its TLS configuration cannot be read, naming the file",
+          "[remote][tls]") {
+    const std::uint16_t port = free_tcp_port();
+    TempDir dir;
+    const json tls = {{"ca", (dir.path / "missing-ca.pem").string()},
+                      {"cert", (dir.path / "hb.pem").string()},
+                      {"key", (dir.path / "hb.key").string()},
+                      {"peer_name", "rack"}};
+    REQUIRE_THROWS_WITH(Daemon(l3_config("hb", loopback(port), tls)),
+                        Catch::Contains("cannot read the CA certificate " + (dir.path / "missing-ca.pem").string()));
+}
