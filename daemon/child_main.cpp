@@ -292,7 +292,8 @@ int run_child(const SupervisorOptions& options, const SpawnRequest& request, ipc
     case ChildKind::NODE:
         return run_nested(*spec.node, request, std::move(mailbox), std::move(control));
     case ChildKind::REMOTE:
-        return run_remote_link(path, *spec.remote, request.generation, std::move(mailbox), std::move(control));
+        return run_remote_link(options.name, path, *spec.remote, request.generation, std::move(mailbox),
+                               std::move(control));
     }
     return fatal(control.get(), "unknown child kind");
 }

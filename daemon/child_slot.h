@@ -73,7 +73,8 @@ struct ChildSlot {
     std::string last_exit;      // "killed by signal 9 (SIGKILL)"
     bool fatal = false;         // the child reported it cannot serve (last_exit says why): it is not restarted
     bool lost = false;          // the child reported LOST (last_exit says why): it restarts without spending its budget
-    std::string last_lost_exit; // last_exit of the previous incarnation when it ended LOST, else empty
+    std::string lost_reason;      // the text of this incarnation's LOST
+    std::string last_lost_reason; // the previous incarnation's LOST text when it ended LOST, else empty
     std::chrono::steady_clock::time_point running_since;
     std::unique_ptr<Incarnation> live;
     std::deque<PendingTask> pending;                          // accepted, not yet in the mailbox

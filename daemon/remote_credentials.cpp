@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <grpc/support/log.h>
+#include <mutex>
 #include <grpcpp/security/auth_context.h>
 #include <sstream>
 #include <stdexcept>
@@ -24,7 +26,33 @@ std::string read_pem(const std::filesystem::path& file, const char* what) {
     return bytes.str();
 }
 
+std::mutex grpc_log_mu;
+std::shared_ptr<spdlog::logger> grpc_log; // guarded by grpc_log_mu
+std::string grpc_last_error;              // guarded by grpc_log_mu
+
+void log_from_grpc(gpr_log_func_args* args) {
+    std::lock_guard lock(grpc_log_mu);
+    if (!grpc_log || args == nullptr || args->message == nullptr) {
+        return;
+    }
+    const std::string text(args->message);
+    if (args->severity == GPR_LOG_SEVERITY_ERROR && text != grpc_last_error) {
+        grpc_last_error = text;
+        grpc_log->warn("grpc: {}", text);
+    } else {
+        grpc_log->debug("grpc: {}", text);
+    }
+}
+
 } // namespace
+
+void route_grpc_log(std::shared_ptr<spdlog::logger> log) {
+    {
+        std::lock_guard lock(grpc_log_mu);
+        grpc_log = std::move(log);
+    }
+    gpr_set_log_function(log_from_grpc);
+}
 
 std::shared_ptr<grpc::ServerCredentials> server_credentials(const config::TlsConfig& tls) {
     if (tls.insecure) {

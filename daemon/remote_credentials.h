@@ -17,6 +17,7 @@
 #include <grpcpp/support/channel_arguments.h>
 #include <memory>
 #include <optional>
+#include <spdlog/logger.h>
 #include <string>
 
 namespace grpc {
@@ -32,6 +33,11 @@ std::shared_ptr<grpc::ChannelCredentials> channel_credentials(const config::TlsC
 // Channel arguments of the L4's link to `remote`: the name the server's certificate must carry, keepalive pings
 // every lost_after / 3 (a dead peer fails the channel within about lost_after), reconnect back-off.
 grpc::ChannelArguments channel_arguments(const config::RemoteConfig& remote);
+
+// gRPC's own log lines (handshake failures among them) go to `log`: its errors at warning the first time a text
+// is seen and at debug when it repeats the one before, the rest at debug. With a null `log` they are dropped
+// (a link child, whose failures reach its supervisor's log as the reason it was lost). Call before gRPC starts.
+void route_grpc_log(std::shared_ptr<spdlog::logger> log);
 
 // Why the calling peer is refused, or nullopt: with TLS the peer's certificate must name `tls.peer_name` (a DNS
 // subject alternative name, or the common name when the certificate has none).

@@ -50,9 +50,9 @@ std::string describe(const grpc::Status& status) {
 
 class RemoteLink final : public worker::FrameRunner {
 public:
-    RemoteLink(std::string path, const config::RemoteConfig& remote, ipc::UniqueFd mailbox, ipc::UniqueFd control,
-               std::uint32_t generation)
-        : path_(std::move(path)), remote_(remote), control_(std::move(control)), mailbox_(mailbox.get(), generation),
+    RemoteLink(std::string l4_name, std::string path, const config::RemoteConfig& remote, ipc::UniqueFd mailbox,
+               ipc::UniqueFd control, std::uint32_t generation)
+        : l4_name_(std::move(l4_name)), path_(std::move(path)), remote_(remote), control_(std::move(control)), mailbox_(mailbox.get(), generation),
           host_("host " + path_.substr(path_.rfind('/') + 1) + " at " + config::to_string(remote.address)) {}
 
     ~RemoteLink() override {
@@ -72,6 +72,7 @@ public:
     }
 
     int serve() {
+        route_grpc_log(nullptr); // every failure reaches the supervisor's log as the reason the host was lost
         try {
             channel_ = grpc::CreateCustomChannel(config::to_string(remote_.address), channel_credentials(remote_.tls),
                                                  channel_arguments(remote_));
@@ -82,7 +83,7 @@ public:
         stub_ = pb::Node::NewStub(channel_);
         context_ = std::make_unique<grpc::ClientContext>();
         pb::AttachRequest request;
-        request.set_l4_name(path_);
+        request.set_l4_name(l4_name_);
         request.set_protocol(REMOTE_PROTOCOL);
         request.set_heartbeat_ms(
             static_cast<std::uint32_t>(std::max<std::int64_t>(remote_.lost_after.count() / 4, 10)));
@@ -183,7 +184,7 @@ private:
         }
         const grpc::Status status = stream_->Finish();
         if (!stopping_) {
-            lost(session_ == 0 ? "it refused the session (" + describe(status) + ")"
+            lost(session_ == 0 ? "no session could be opened (" + describe(status) + ")"
                                : "its session ended (" + describe(status) + ")");
         }
     }
@@ -247,6 +248,7 @@ private:
         }
     }
 
+    const std::string l4_name_;
     const std::string path_;
     const config::RemoteConfig remote_;
     ipc::UniqueFd control_;
@@ -268,9 +270,9 @@ private:
 
 } // namespace
 
-int run_remote_link(const std::string& path, const config::RemoteConfig& remote, std::uint32_t generation,
-                    ipc::UniqueFd mailbox, ipc::UniqueFd control) {
-    RemoteLink link(path, remote, std::move(mailbox), std::move(control), generation);
+int run_remote_link(const std::string& l4_name, const std::string& path, const config::RemoteConfig& remote,
+                    std::uint32_t generation, ipc::UniqueFd mailbox, ipc::UniqueFd control) {
+    RemoteLink link(l4_name, path, remote, std::move(mailbox), std::move(control), generation);
     const int code = link.serve();
     return code;
 }

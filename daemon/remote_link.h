@@ -24,7 +24,8 @@ inline constexpr int LINK_LOST_EXIT_CODE = 75;
 
 // Serves the mailbox until the parent asks it to stop (exit 0), or exits LINK_LOST_EXIT_CODE when the host is
 // lost.
-int run_remote_link(const std::string& path, const config::RemoteConfig& remote, std::uint32_t generation,
-                    ipc::UniqueFd mailbox, ipc::UniqueFd control);
+// `l4_name` is the L4's node name, which the node logs.
+int run_remote_link(const std::string& l4_name, const std::string& path, const config::RemoteConfig& remote,
+                    std::uint32_t generation, ipc::UniqueFd mailbox, ipc::UniqueFd control);
 
 } // namespace canopy::daemon

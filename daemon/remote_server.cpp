@@ -5,7 +5,12 @@
 #include "protocol/task_args.h"
 #include "remote/canopy_remote.grpc.pb.h"
 
+#include "ipc/unique_fd.h"
+
+#include <cerrno>
 #include <condition_variable>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <cstring>
 #include <grpcpp/grpcpp.h>
 #include <map>
@@ -115,6 +120,7 @@ public:
     Impl(Supervisor& supervisor, const config::ServeConfig& serve, std::string node_name,
          std::shared_ptr<spdlog::logger> log)
         : supervisor_(supervisor), serve_(serve), name_(std::move(node_name)), log_(std::move(log)) {
+        route_grpc_log(log_);
         grpc::ServerBuilder builder;
         const std::string address = config::to_string(serve.listen);
         builder.AddListeningPort(address, server_credentials(serve.tls), &port_);
@@ -126,6 +132,8 @@ public:
         builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
         builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10);
         builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+        // A port another process listens on is an error here, not a share (gRPC sets SO_REUSEPORT by default).
+        builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
         builder.SetMaxReceiveMessageSize(-1);
         server_ = builder.BuildAndStart();
         if (!server_ || port_ == 0) {
@@ -191,7 +199,10 @@ public:
             return raw;
         }
         if (!refusal.empty()) {
-            log_->warn("refused an L4 session from {}: {}", context->peer(), refusal);
+            // An L4 that keeps trying with the same wrong certificate is reported once at warning.
+            log_->log(refusal == last_refusal_ ? spdlog::level::debug : spdlog::level::warn,
+                      "refused an L4 session from {}: {}", context->peer(), refusal);
+            last_refusal_ = refusal;
             raw->end(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, refusal));
             return raw;
         }
@@ -332,6 +343,7 @@ private:
     std::map<std::uint64_t, std::unique_ptr<SessionStream>> streams_;
     std::uint64_t current_ = 0;
     std::uint64_t last_id_ = 0;
+    std::string last_refusal_;
     bool stopped_ = false;
     std::thread ticker_;
     std::mutex done_mu_; // a leaf lock: streams gRPC is done with
@@ -344,6 +356,35 @@ void SessionStream::OnCancel() {
 
 void SessionStream::OnDone() {
     owner_.forget(id_); // the last call gRPC makes on this stream; the ticker destroys it
+}
+
+void RemoteServer::preflight(const config::ServeConfig& serve) {
+    (void)server_credentials(serve.tls);
+    const std::string address = config::to_string(serve.listen);
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    addrinfo* found = nullptr;
+    const std::string port = std::to_string(serve.listen.port);
+    if (const int rc = ::getaddrinfo(serve.listen.host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+        throw std::runtime_error("cannot serve remote L4s on " + address + ": " + ::gai_strerror(rc));
+    }
+    std::string error;
+    for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+        const ipc::UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+        const int one = 1;
+        if (!fd || ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+            ::bind(fd.get(), a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd.get(), 1) != 0) {
+            error = std::strerror(errno);
+            continue;
+        }
+        error.clear();
+        break;
+    }
+    ::freeaddrinfo(found);
+    if (!error.empty()) {
+        throw std::runtime_error("cannot serve remote L4s on " + address + ": " + error);
+    }
 }
 
 RemoteServer::RemoteServer(Supervisor& supervisor, const config::ServeConfig& serve, std::string node_name,

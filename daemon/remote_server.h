@@ -36,6 +36,11 @@ public:
     RemoteServer(const RemoteServer&) = delete;
     RemoteServer& operator=(const RemoteServer&) = delete;
 
+    // Checks, before anything starts, that `serve` can work: its PEM files are read and its address is bound once
+    // (and let go). Throws std::runtime_error naming the file or the address with the system's reason ("Address
+    // already in use", "Cannot assign requested address").
+    static void preflight(const config::ServeConfig& serve);
+
     // Ends the session and stops listening; calls in progress are cancelled. Idempotent.
     void stop();
 

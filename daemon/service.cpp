@@ -108,6 +108,9 @@ Service::~Service() {
 
 int Service::run() {
     started_ = std::chrono::steady_clock::now();
+    if (config_.serve) {
+        RemoteServer::preflight(*config_.serve); // before the tree starts: a node that cannot serve stops at once
+    }
     log_->info("zygote {} forked; starting {} children of {} (level {})", supervisor_.zygote_pid(),
                supervisor_.options().children.size(), config_.node.name, config_.node.level);
     supervisor_.start();

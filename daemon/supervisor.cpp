@@ -404,8 +404,8 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why, EndCau
         slot.deadline = Clock::time_point::max();
         // A link that keeps failing for the same reason (its host stays down) says so once at warning; the
         // attempts after that are logged at debug until something changes.
-        repeated = slot.lost && lost == 0 && slot.last_exit == slot.last_lost_exit;
-        slot.last_lost_exit = slot.lost ? slot.last_exit : std::string();
+        repeated = slot.lost && lost == 0 && slot.lost_reason == slot.last_lost_reason;
+        slot.last_lost_reason = slot.lost ? slot.lost_reason : std::string();
         line = after_death_locked(slot, cause, inc->pid, lost, uptime);
         dead = slot.state == WorkerState::DEAD;
         if (dead) {
@@ -521,6 +521,11 @@ void Supervisor::expire_deadlines() {
 void Supervisor::restart_worker(const std::string& path) {
     const Route route = resolve_any(path);
     ChildSlot& slot = *route.slot;
+    if (!route.target.empty() && slot.spec.kind == ChildKind::REMOTE) {
+        throw RequestError(ErrorCode::BAD_REQUEST, "worker " + path + " runs on the host of remote node " + slot.path +
+                                                       " and is restarted there (canopy worker restart " +
+                                                       route.target + " on that host)");
+    }
     if (!route.target.empty()) {
         std::lock_guard lock(slot.mu);
         if (slot.state != WorkerState::RUNNING || !slot.live) {

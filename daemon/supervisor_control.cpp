@@ -76,7 +76,9 @@ void Supervisor::control_loop(ChildSlot& slot, Incarnation& inc) {
         case ipc::ChildMessageType::LOST: {
             std::lock_guard lock(slot.mu);
             slot.lost = true;
-            slot.last_exit = std::string(m.text, std::min<std::size_t>(m.text_len, sizeof m.text));
+            slot.lost_reason = std::string(m.text, std::min<std::size_t>(m.text_len, sizeof m.text));
+            // The exit may have been handled first: the reason leads either way.
+            slot.last_exit = inc.ended ? slot.lost_reason + "; " + slot.last_exit : slot.lost_reason;
             break;
         }
         case ipc::ChildMessageType::FD_REQUEST:

@@ -280,7 +280,7 @@ std::uint64_t Supervisor::submit(TaskRequest request, TaskCallback done) {
         if (!request.after.empty() &&
             (route.slot->spec.kind == ChildKind::NODE || route.slot->spec.kind == ChildKind::REMOTE)) {
             throw RequestError(ErrorCode::BAD_REQUEST, "a task for " + request.worker +
-                                                           " (below a nested node) cannot be ordered after others");
+                                                           " (below a nested or remote node) cannot be ordered after others");
         }
         task = PendingTask{task_id,
                            request.kernel,

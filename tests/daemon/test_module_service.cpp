@@ -44,9 +44,9 @@ struct Tree {
 
     Tree() {
         chip0.path = "/chip0";
-        chip0.spec = {"chip0", ChildKind::CUDA_CHIP, 0, {}};
+        chip0.spec = {"chip0", ChildKind::CUDA_CHIP, 0, {}, {}};
         chip1.path = "/chip1";
-        chip1.spec = {"chip1", ChildKind::CUDA_CHIP, 1, {}};
+        chip1.spec = {"chip1", ChildKind::CUDA_CHIP, 1, {}, {}};
     }
     ModuleService::Host host() {
         ModuleService::Host h;

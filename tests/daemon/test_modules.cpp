@@ -49,7 +49,7 @@ daemon::TaskRequest module_task(std::string kernel, std::string worker, std::vec
 daemon::SupervisorOptions with_dead_cuda_chip(const std::filesystem::path& state) {
     auto o = l3_options(state, 0, 1);
     o.children.insert(o.children.begin(),
-                      {{"chip0", ChildKind::CUDA_CHIP, 99, {}}, {"chip1", ChildKind::SIM_CHIP, 0, {}}});
+                      {{"chip0", ChildKind::CUDA_CHIP, 99, {}, {}}, {"chip1", ChildKind::SIM_CHIP, 0, {}, {}}});
     return o;
 }
 

@@ -165,7 +165,7 @@ TEST_CASE("a task for a worker below a nested node cannot be ordered after other
     auto r = ordered(task("sleep_ms", "node0/chip0", {}, {ScalarArg::i64(0)}), {1}, 6001);
     const TaskResult result = sup.run(r);
     CHECK(result.code == ErrorCode::BAD_REQUEST);
-    CHECK(result.message == "a task for node0/chip0 (below a nested node) cannot be ordered after others");
+    CHECK(result.message == "a task for node0/chip0 (below a nested or remote node) cannot be ordered after others");
 }
 
 TEST_CASE("each cuda chip of a supervisor is a lane of its own, and other workers have none", "[daemon][ordered]") {

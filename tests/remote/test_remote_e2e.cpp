@@ -33,7 +33,7 @@ TEST_CASE("an L4 runs tasks on a remote node's chip and sub and shows the node's
     }
     // The node ran them: its own counters say so.
     CHECK(worker_at(hb.cli_json({"status"}), "/sub0").at("tasks_done").get<std::uint64_t>() == 2);
-    CHECK(has_log_line(hb, {"L4 /hb attached from", "session 1"}));
+    CHECK(has_log_line(hb, {"L4 rack attached from", "session 1"}));
 }
 
 TEST_CASE("a task for a remote node is refused by name: unknown worker, the node itself, a buffer of another host, "
@@ -126,7 +126,7 @@ TEST_CASE("a remote host that stops answering (SIGSTOP) is lost after lost_after
     CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
           "completed");
     // The node saw the new session replace the old one.
-    CHECK(has_log_line(hb, {"L4 /hb attached from", "session 2"}));
+    CHECK(has_log_line(hb, {"L4 rack attached from", "session 2"}));
 }
 
 TEST_CASE("an L4 whose remote host does not answer starts and serves, and attaches the host once it appears",
@@ -141,10 +141,59 @@ TEST_CASE("an L4 whose remote host does not answer starts and serves, and attach
     CHECK(has_log_line(rack, {"remote node /hb is not reachable yet"}));
     // It keeps trying every 200 ms at most, and says so at warning once while the reason stays the same.
     std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-    CHECK(count_log_lines(rack, {"worker /hb", "lost: it refused the session", "restart"}) >= 5);
-    CHECK(count_log_lines(rack, {"warning worker /hb", "lost: it refused the session"}) == 1);
+    CHECK(count_log_lines(rack, {"worker /hb", "lost: no session could be opened", "restart"}) >= 5);
+    CHECK(count_log_lines(rack, {"warning worker /hb", "lost: no session could be opened"}) == 1);
     Daemon hb(l3_config("hb", loopback(port), "insecure"));
     REQUIRE(eventually_running(rack, "/hb/sub0"));
     CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "hb/chip0", "--scalar", "int64:0", "--wait"}).at("state") ==
           "completed");
+}
+
+TEST_CASE("a node whose L4 disappears keeps serving its own clients and takes the next L4's session", "[remote]") {
+    const std::uint16_t port = free_tcp_port();
+    Daemon hb(l3_config("hb", loopback(port), "insecure"));
+    {
+        Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure")}));
+        REQUIRE(eventually_running(rack, "/hb/sub0"));
+        REQUIRE(::kill(rack.pid(), SIGKILL) == 0);
+        REQUIRE(rack.wait_exit(std::chrono::seconds(10)).has_value());
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!has_log_line(hb, {"L4 session 1 ended"}) && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    CHECK(has_log_line(hb, {"L4 session 1 ended", "waiting for the next L4"}));
+    // The node's own socket serves throughout.
+    CHECK(hb.cli_json({"submit", "sleep_ms", "--on", "sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
+          "completed");
+    Daemon rack_again(l4_config({remote_node("hb", loopback(port), "insecure")}));
+    REQUIRE(eventually_running(rack_again, "/hb/sub0"));
+    CHECK(rack_again.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
+          "completed");
+    CHECK(has_log_line(hb, {"L4 rack attached from", "session 2"}));
+}
+
+TEST_CASE("a node whose serve port is taken stops at start naming the address and the reason", "[remote]") {
+    const std::uint16_t port = free_tcp_port();
+    Daemon hb(l3_config("hb", loopback(port), "insecure"));
+    try {
+        Daemon second(l3_config("hb", loopback(port), "insecure"));
+        FAIL("a second node started on a port the first one serves");
+    } catch (const std::runtime_error& e) {
+        CHECK_THAT(e.what(), Catch::Contains("canopyd exited during start-up"));
+        CHECK_THAT(e.what(),
+                   Catch::Contains("cannot serve remote L4s on 127.0.0.1:" + std::to_string(port) + ": Address already in use"));
+    }
+}
+
+TEST_CASE("the L4 refuses to restart a remote node's worker, naming the host that does", "[remote]") {
+    const std::uint16_t port = free_tcp_port();
+    Daemon hb(l3_config("hb", loopback(port), "insecure"));
+    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure")}));
+    REQUIRE(eventually_running(rack, "/hb/chip0"));
+    const Output o = rack.cli({"worker", "restart", "hb/chip0", "--json"});
+    CHECK(o.rc != 0);
+    CHECK(error_code_of(o.json()) == "BAD_REQUEST");
+    CHECK_THAT(error_message_of(o.json()),
+               Catch::Contains("worker hb/chip0 runs on the host of remote node /hb and is restarted there"));
 }

@@ -52,8 +52,8 @@ TEST_CASE("an L4 runs tasks on two remote hosts, each in its own network namespa
         INFO(on);
         CHECK(done.at("state") == "completed");
     }
-    CHECK(has_log_line(hb, {"L4 /hb attached from ipv4:" + net.hub_address("hb")}));
-    CHECK(has_log_line(hc, {"L4 /hc attached from ipv4:" + net.hub_address("hc")}));
+    CHECK(has_log_line(hb, {"L4 rack attached from ipv4:" + net.hub_address("hb")}));
+    CHECK(has_log_line(hc, {"L4 rack attached from ipv4:" + net.hub_address("hc")}));
     // A buffer of the L4's host is in its /dev/shm alone.
     rack.create_buffer(4096);
     const auto rack_shm = shm_names(rack.pid());
@@ -104,7 +104,7 @@ TEST_CASE("a partition loses the host within lost_after, the other host and the 
     CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
           "completed");
     // hb kept running through the partition and took the L4's new session.
-    CHECK(has_log_line(hb, {"L4 /hb attached from", "session 2"}));
+    CHECK(has_log_line(hb, {"L4 rack attached from", "session 2"}));
 }
 
 TEST_CASE("a delay on the link below lost_after slows tasks and loses nothing", "[remote][netns]") {

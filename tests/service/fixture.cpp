@@ -122,12 +122,29 @@ Output run_program(const std::string& program, const std::vector<std::string>& a
     return o;
 }
 
+namespace {
+
+// The binaries the tests run: the ones built with them, or those CANOPY_E2E_CANOPYD and CANOPY_E2E_CANOPY name
+// (a benchmark carried to another machine with its binaries).
+const char* daemon_path() {
+    const char* given = std::getenv("CANOPY_E2E_CANOPYD");
+    return given != nullptr ? given : CANOPYD_PATH;
+}
+
+} // namespace
+
+std::string cli_binary() {
+    const char* given = std::getenv("CANOPY_E2E_CANOPY");
+    return given != nullptr ? given : CANOPY_PATH;
+}
+
 Daemon::Daemon(const json& config, const std::map<std::string, std::string>& env,
                const std::function<bool()>& in_child) {
     socket_ = (dir_.path / "canopy.sock").string();
     const auto config_path = dir_.path / "canopy.json";
     std::ofstream(config_path) << config.dump(2);
     const auto log_path = dir_.path / "canopyd.log";
+    const char* daemon_binary = daemon_path(); // read before the fork: getenv is not async-signal-safe
     pid_ = ::fork();
     if (pid_ == 0) {
         const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -140,7 +157,7 @@ Daemon::Daemon(const json& config, const std::map<std::string, std::string>& env
             ::_exit(126);
         }
         const std::string state = (dir_.path / "state").string();
-        ::execl(CANOPYD_PATH, CANOPYD_PATH, "--config", config_path.c_str(), "--socket", socket_.c_str(), "--state-dir",
+        ::execl(daemon_binary, daemon_binary, "--config", config_path.c_str(), "--socket", socket_.c_str(), "--state-dir",
                 state.c_str(), static_cast<char*>(nullptr));
         ::_exit(127);
     }
@@ -212,7 +229,7 @@ Output Daemon::cli(const std::vector<std::string>& args, std::optional<uid_t> as
     std::vector<std::string> full = args;
     full.push_back("--socket");
     full.push_back(socket_);
-    return run_program(CANOPY_PATH, full, {}, as_uid);
+    return run_program(cli_binary(), full, {}, as_uid);
 }
 
 json Daemon::cli_json(const std::vector<std::string>& args) const {

@@ -31,6 +31,10 @@ struct TempDir {
 // subs, fault kernels on, short back-off. `extra` is merged over the top level (e.g. supervision).
 nlohmann::json e2e_config(int sim_chips, int subs, const nlohmann::json& extra = nlohmann::json::object());
 
+// The canopy CLI the tests run: CANOPY_E2E_CANOPY when set, else the one built with them (CANOPYD_PATH's
+// counterpart for canopyd is CANOPY_E2E_CANOPYD).
+std::string cli_binary();
+
 struct Output {
     int rc = -1;
     std::string out;

@@ -1,0 +1,244 @@
+// bench_remote: a no-op task on a remote node between two network namespaces (the L4's host "rack" and the node's
+// "hb", joined by a veth pair) against, measured in the same run and interleaved round by round:
+//   tcp_rtt      a 64-byte ping-pong over one TCP connection between the same namespaces
+//   grpc_ping    a unary gRPC call of the node's own service shape (Run) answered at once, between them
+//   local_noop   the same no-op task on the L4's own sub (its control socket, the C++ client)
+//   remote_noop  sleep_ms 0 on hb/sub0 through the L4 (the C++ client on the L4's socket)
+// and prints the medians and the ratios the remote-node targets are stated in. Needs root (namespaces); prints
+// "skipped:" and exits 0 without. Never registered with ctest.
+//
+//   bench_remote [ROUNDS [CALLS_PER_ROUND]]
+#include "bench.h"
+#include "client/connection.h"
+#include "daemon/remote_server.h"
+#include "remote/canopy_remote.grpc.pb.h"
+#include "tests/remote/hosts.h"
+#include "tests/remote/remote_fixture.h"
+
+#include <arpa/inet.h>
+#include <cstdio>
+#include <cstdlib>
+#include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+using namespace canopy;
+namespace pb = canopy::remote::v1;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::uint16_t NODE_PORT = 7471;
+constexpr std::uint16_t PING_PORT = 7472;
+constexpr std::uint16_t ECHO_PORT = 7473;
+
+double since_ns(Clock::time_point start) {
+    return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+}
+
+bool enter_netns(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    const bool ok = fd >= 0 && ::setns(fd, CLONE_NEWNET) == 0;
+    if (fd >= 0) {
+        ::close(fd);
+    }
+    return ok;
+}
+
+// The peer side, in hb's namespace: a TCP echo server and a gRPC server whose Run answers at once.
+class Ping final : public pb::Node::CallbackService {
+    grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context, const pb::TaskCall*,
+                                  pb::TaskReply* reply) override {
+        reply->set_code(0);
+        auto* reactor = context->DefaultReactor();
+        reactor->Finish(grpc::Status::OK);
+        return reactor;
+    }
+};
+
+[[noreturn]] void serve_peer() {
+    std::thread echo([] {
+        const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        const int one = 1;
+        ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_port = htons(ECHO_PORT);
+        ::bind(listener, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+        ::listen(listener, 4);
+        for (;;) {
+            const int c = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+            ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            std::thread([c] {
+                char buf[64];
+                for (;;) {
+                    const ssize_t n = ::recv(c, buf, sizeof buf, MSG_WAITALL);
+                    if (n <= 0 || ::send(c, buf, static_cast<std::size_t>(n), MSG_NOSIGNAL) != n) {
+                        ::close(c);
+                        return;
+                    }
+                }
+            }).detach();
+        }
+    });
+    Ping service;
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("0.0.0.0:" + std::to_string(PING_PORT), grpc::InsecureServerCredentials());
+    builder.RegisterService(&service);
+    auto server = builder.BuildAndStart();
+    server->Wait();
+    std::_Exit(0);
+}
+
+// Forks a process in the namespace at `netns` running `body`; returns its pid.
+template <class F>
+pid_t fork_in(const std::string& netns, F body) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        if (!enter_netns(netns)) {
+            std::_Exit(126);
+        }
+        body();
+        std::_Exit(0);
+    }
+    return pid;
+}
+
+struct Samples {
+    std::vector<double> tcp, grpc, local, remote;
+};
+
+// In the L4's namespace (a forked child): `calls` TCP ping-pongs and `calls` gRPC pings to hb, written to `out`
+// as raw doubles, TCP first.
+void ping_from_rack(const std::string& hb, int calls, int out) {
+    std::vector<double> ns;
+    const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int one = 1;
+    ::setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(ECHO_PORT);
+    ::inet_pton(AF_INET, hb.c_str(), &addr.sin_addr);
+    if (::connect(s, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+        std::_Exit(3);
+    }
+    char buf[64] = {};
+    for (int i = 0; i < calls; ++i) {
+        const auto start = Clock::now();
+        ::send(s, buf, sizeof buf, MSG_NOSIGNAL);
+        ::recv(s, buf, sizeof buf, MSG_WAITALL);
+        ns.push_back(since_ns(start));
+    }
+    ::close(s);
+    auto channel = grpc::CreateChannel(hb + ":" + std::to_string(PING_PORT), grpc::InsecureChannelCredentials());
+    auto stub = pb::Node::NewStub(channel);
+    pb::TaskCall call;
+    call.set_session(1);
+    call.set_kernel("sleep_ms");
+    call.set_worker("sub0");
+    call.set_args(std::string(40, '\0'));
+    call.set_launch(std::string(32, '\0'));
+    for (int i = 0; i < calls + calls / 4; ++i) {
+        grpc::ClientContext context;
+        pb::TaskReply reply;
+        const auto start = Clock::now();
+        if (!stub->Run(&context, call, &reply).ok()) {
+            std::_Exit(4);
+        }
+        if (i >= calls / 4) {
+            ns.push_back(since_ns(start));
+        }
+    }
+    const auto bytes = ns.size() * sizeof(double);
+    if (::write(out, ns.data(), bytes) != static_cast<ssize_t>(bytes)) {
+        std::_Exit(5);
+    }
+}
+
+void noop_calls(client::Connection& c, const std::string& on, int calls, std::vector<double>& into) {
+    const client::Task noop = client::Task::from_json(
+        {{"name", "noop"}, {"kernel", "sleep_ms"}, {"on", on}, {"args", {{{"scalar", {{"int64", 0}}}}}}});
+    for (int i = 0; i < calls; ++i) {
+        const auto start = Clock::now();
+        if (c.submit_wait(noop).status != client::TaskStatus::COMPLETED) {
+            std::fprintf(stderr, "bench_remote: the no-op task on %s did not complete\n", on.c_str());
+            std::exit(1);
+        }
+        into.push_back(since_ns(start));
+    }
+}
+
+double median_us(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return bench::detail::percentile(v, 50) / 1e3;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    using namespace canopy::e2e;
+    const int rounds = argc > 1 ? std::atoi(argv[1]) : 5;
+    const int calls = argc > 2 ? std::atoi(argv[2]) : 400;
+    if (const std::string why = TestNetwork::unavailable(); !why.empty()) {
+        std::printf("skipped: %s\n", why.c_str());
+        return 0;
+    }
+    TestNetwork net({"rack", "hb"});
+    const pid_t peer = fork_in(net.netns_path("hb"), [] { serve_peer(); });
+    const nlohmann::json peers = {{"testing", {{"insecure_peers", true}}}};
+    const nlohmann::json node = {{"name", "hb"}, {"level", 3}, {"subs", 1}};
+    nlohmann::json hb_config = l3_config("hb", "0.0.0.0:" + std::to_string(NODE_PORT), "insecure", peers);
+    hb_config["node"] = node;
+    Daemon hb(hb_config, {}, net.enter("hb")),
+        rack(l4_config({remote_node("hb", net.address("hb") + ":" + std::to_string(NODE_PORT), "insecure", 3000)}, peers),
+             {}, net.enter("rack"));
+    if (!eventually_running(rack, "/hb/sub0")) {
+        std::fprintf(stderr, "bench_remote: hb did not attach:\n%s\n", rack.log().c_str());
+        return 1;
+    }
+    client::Connection connection = client::Connection::connect(rack.socket());
+    Samples s;
+    std::vector<double> warm;
+    noop_calls(connection, "hb/sub0", calls / 4, warm);
+    noop_calls(connection, "sub0", calls / 4, warm);
+    for (int r = 0; r < rounds; ++r) {
+        int pipe_fds[2];
+        if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+            return 1;
+        }
+        const pid_t pinger = fork_in(net.netns_path("rack"), [&] { ping_from_rack(net.address("hb"), calls, pipe_fds[1]); });
+        ::close(pipe_fds[1]);
+        std::vector<double> got(static_cast<std::size_t>(2 * calls));
+        const auto want = got.size() * sizeof(double);
+        std::size_t have = 0;
+        for (ssize_t n; have < want && (n = ::read(pipe_fds[0], reinterpret_cast<char*>(got.data()) + have, want - have)) > 0;) {
+            have += static_cast<std::size_t>(n);
+        }
+        ::close(pipe_fds[0]);
+        int status = 0;
+        ::waitpid(pinger, &status, 0);
+        if (have != want) {
+            std::fprintf(stderr, "bench_remote: the ping process failed (status %d)\n", status);
+            return 1;
+        }
+        s.tcp.insert(s.tcp.end(), got.begin(), got.begin() + calls);
+        s.grpc.insert(s.grpc.end(), got.begin() + calls, got.end());
+        noop_calls(connection, "sub0", calls, s.local);
+        noop_calls(connection, "hb/sub0", calls, s.remote);
+    }
+    ::kill(peer, SIGKILL);
+    ::waitpid(peer, nullptr, 0);
+    const double tcp = median_us(s.tcp), grpc = median_us(s.grpc), local = median_us(s.local),
+                 remote = median_us(s.remote);
+    std::printf("rounds %d x %d calls, medians in us\n", rounds, calls);
+    std::printf("tcp_rtt_us %.1f\ngrpc_ping_us %.1f\nlocal_noop_us %.1f\nremote_noop_us %.1f\n", tcp, grpc, local,
+                remote);
+    std::printf("remote_noop / grpc_ping %.2f (target <= 3)\n", remote / grpc);
+    std::printf("remote_noop / (tcp_rtt + local_noop) %.2f (target <= 2)\n", remote / (tcp + local));
+    return 0;
+}
