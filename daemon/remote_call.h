@@ -1,5 +1,5 @@
 #pragma once
-// The node's side of a Run call from its L4 (daemon/remote_server.h): the bytes of one TaskCall become a
+// The node's side of a task call from its L4 (daemon/remote_server.h): the bytes of one TaskCall become a
 // TaskRequest here, and nowhere else. The TaskArgs blob goes through decode_task_args (validate_tensor on every
 // argument), the launch configuration must be exactly sizeof(LaunchConfig) bytes; the kernel and worker names
 // are checked by the Supervisor the request is submitted to.

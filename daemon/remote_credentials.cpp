@@ -4,8 +4,8 @@
 #include <cstring>
 #include <fstream>
 #include <grpc/support/log.h>
-#include <mutex>
 #include <grpcpp/security/auth_context.h>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 

@@ -14,11 +14,15 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <grpcpp/grpcpp.h>
 #include <mutex>
+#include <optional>
 #include <sys/socket.h>
 #include <thread>
 #include <unistd.h>
+#include <unordered_map>
 
 namespace canopy::daemon {
 namespace pb = canopy::remote::v1;
@@ -48,18 +52,87 @@ std::string describe(const grpc::Status& status) {
            (status.error_message().empty() ? std::string() : ": " + status.error_message());
 }
 
+// The session's Tasks stream, as the link uses it: send() queues a call (one write in flight at a time), each reply
+// read goes to `on_reply`, and the stream's end, whatever ended it, to `on_end` once (on a gRPC thread).
+class TaskChannel final : public grpc::ClientBidiReactor<pb::TaskCall, pb::TaskReply> {
+public:
+    TaskChannel(pb::Node::Stub& stub, std::function<void(const pb::TaskReply&)> on_reply,
+                std::function<void(const grpc::Status&)> on_end)
+        : on_reply_(std::move(on_reply)), on_end_(std::move(on_end)) {
+        stub.async()->Tasks(&context_, this);
+        StartRead(&in_);
+        StartCall();
+    }
+
+    // Cancels the stream and waits for its end (at most 5 s).
+    ~TaskChannel() override {
+        context_.TryCancel();
+        std::unique_lock lock(mu_);
+        done_cv_.wait_for(lock, std::chrono::seconds(5), [&] { return done_; });
+    }
+
+    void send(pb::TaskCall call) {
+        std::lock_guard lock(mu_);
+        out_.push_back(std::move(call));
+        if (!writing_) {
+            writing_ = true;
+            StartWrite(&out_.front());
+        }
+    }
+
+    void OnWriteDone(bool ok) override {
+        std::lock_guard lock(mu_);
+        writing_ = false;
+        out_.pop_front();
+        if (ok && !out_.empty()) {
+            writing_ = true;
+            StartWrite(&out_.front());
+        }
+        // A failed write means the stream is broken: OnDone says why.
+    }
+
+    void OnReadDone(bool ok) override {
+        if (!ok) {
+            return; // the stream ended: OnDone says why
+        }
+        on_reply_(in_);
+        StartRead(&in_);
+    }
+
+    void OnDone(const grpc::Status& status) override {
+        on_end_(status);
+        std::lock_guard lock(mu_);
+        done_ = true;
+        done_cv_.notify_all();
+    }
+
+private:
+    grpc::ClientContext context_;
+    std::function<void(const pb::TaskReply&)> on_reply_;
+    std::function<void(const grpc::Status&)> on_end_;
+    pb::TaskReply in_;
+    std::mutex mu_;
+    std::condition_variable done_cv_;
+    std::deque<pb::TaskCall> out_; // the front is being written while writing_
+    bool writing_ = false;
+    bool done_ = false;
+};
+
 class RemoteLink final : public worker::FrameRunner {
 public:
     RemoteLink(std::string l4_name, std::string path, const config::RemoteConfig& remote, ipc::UniqueFd mailbox,
                ipc::UniqueFd control, std::uint32_t generation)
-        : l4_name_(std::move(l4_name)), path_(std::move(path)), remote_(remote), control_(std::move(control)), mailbox_(mailbox.get(), generation),
+        : l4_name_(std::move(l4_name)), path_(std::move(path)), remote_(remote), control_(std::move(control)),
+          mailbox_(mailbox.get(), generation),
           host_("host " + path_.substr(path_.rfind('/') + 1) + " at " + config::to_string(remote.address)) {}
 
     ~RemoteLink() override {
         stopping_ = true;
+        tasks_.reset(); // cancels the task stream and waits for its end, which calls into this link
         if (context_) {
             context_->TryCancel();
         }
+        ::shutdown(control_.get(), SHUT_RDWR); // ends read_control
         {
             std::lock_guard lock(mu_);
             cv_.notify_all();
@@ -98,6 +171,13 @@ public:
         if (stopping_) {
             return 0;
         }
+        tasks_ = std::make_unique<TaskChannel>(
+            *stub_, [this](const pb::TaskReply& reply) { on_reply(reply); },
+            [this](const grpc::Status& status) {
+                if (!stopping_) {
+                    lost("its task stream ended (" + describe(status) + ")");
+                }
+            });
         control_reader_ = std::thread([this] { read_control(); });
         worker::send_ready(control_.get());
         return worker::serve_frames(mailbox_, *this);
@@ -123,37 +203,44 @@ protected:
     void bind() override {} // the node's own workers map what the task names, on its host
 
     void execute(std::string_view kernel, const LaunchConfig& launch) override {
-        auto call = std::make_shared<Call>();
-        call->request.set_session(session_);
-        call->request.set_kernel(std::string(kernel));
-        call->request.set_worker(std::string(frame().target));
-        call->request.set_args(reinterpret_cast<const char*>(frame().blob.data()), frame().blob.size());
-        call->request.set_launch(reinterpret_cast<const char*>(&launch), sizeof launch);
-        call->request.set_timeout_ms(frame().timeout_ms);
-        call->request.set_task_id(frame().task_id);
-        call->done.emplace(defer());
-        stub_->async()->Run(&call->context, &call->request, &call->reply, [this, call](grpc::Status status) {
-            if (!status.ok()) {
-                lost("a task call failed (" + describe(status) + ")");
-            }
-            const std::uint32_t code = call->reply.code();
-            if (code > ERROR_CODE_MAX) {
-                (*call->done)(ErrorCode::KERNEL_FAILED,
-                              host_ + " answered with unknown error code " + std::to_string(code), 0, 0);
-                return;
-            }
-            (*call->done)(static_cast<ErrorCode>(code), call->reply.message(), call->reply.start_ns(),
-                          call->reply.end_ns());
-        });
+        pb::TaskCall call;
+        const std::uint64_t call_id = ++last_call_;
+        call.set_session(session_);
+        call.set_call_id(call_id);
+        call.set_kernel(std::string(kernel));
+        call.set_worker(std::string(frame().target));
+        call.set_args(reinterpret_cast<const char*>(frame().blob.data()), frame().blob.size());
+        call.set_launch(reinterpret_cast<const char*>(&launch), sizeof launch);
+        call.set_timeout_ms(frame().timeout_ms);
+        call.set_task_id(frame().task_id);
+        {
+            std::lock_guard lock(calls_mu_);
+            calls_.emplace(call_id, defer());
+        }
+        tasks_->send(std::move(call));
     }
 
 private:
-    struct Call {
-        grpc::ClientContext context;
-        pb::TaskCall request;
-        pb::TaskReply reply;
+    // A task's reply: its frame is published with the node's result.
+    void on_reply(const pb::TaskReply& reply) {
         std::optional<worker::FrameDone> done;
-    };
+        {
+            std::lock_guard lock(calls_mu_);
+            const auto it = calls_.find(reply.call_id());
+            if (it == calls_.end()) {
+                return; // not a call of this link: ignored
+            }
+            done.emplace(it->second);
+            calls_.erase(it);
+        }
+        const std::uint32_t code = reply.code();
+        if (code > ERROR_CODE_MAX) {
+            (*done)(ErrorCode::KERNEL_FAILED, host_ + " answered with unknown error code " + std::to_string(code), 0,
+                    0);
+            return;
+        }
+        (*done)(static_cast<ErrorCode>(code), reply.message(), reply.start_ns(), reply.end_ns());
+    }
 
     // The host is gone for this incarnation: say why, and end the process (the supervisor fails what was in
     // flight and starts the link again with back-off).
@@ -266,6 +353,10 @@ private:
     std::thread reader_;
     std::thread watchdog_;
     std::thread control_reader_;
+    std::unique_ptr<TaskChannel> tasks_;
+    std::uint64_t last_call_ = 0; // the frame loop's thread alone
+    std::mutex calls_mu_;
+    std::unordered_map<std::uint64_t, worker::FrameDone> calls_; // sent, not yet answered
 };
 
 } // namespace

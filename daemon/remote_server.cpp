@@ -2,19 +2,19 @@
 
 #include "daemon/remote_call.h"
 #include "daemon/remote_credentials.h"
+#include "ipc/unique_fd.h"
 #include "protocol/task_args.h"
 #include "remote/canopy_remote.grpc.pb.h"
 
-#include "ipc/unique_fd.h"
-
 #include <cerrno>
 #include <condition_variable>
-#include <netdb.h>
-#include <sys/socket.h>
 #include <cstring>
+#include <deque>
 #include <grpcpp/grpcpp.h>
 #include <map>
 #include <mutex>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <thread>
 #include <time.h>
 #include <unistd.h>
@@ -236,45 +236,33 @@ public:
         return raw;
     }
 
-    grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context, const pb::TaskCall* call,
-                                  pb::TaskReply* reply) override {
+    grpc::ServerBidiReactor<pb::TaskCall, pb::TaskReply>* Tasks(grpc::CallbackServerContext* context) override;
+
+    grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context, const pb::TaskCall* call,
+                                   pb::TaskReply* reply) override {
         grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
         if (const auto error = peer_name_error(*context->auth_context(), serve_.tls)) {
             reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error));
             return reactor;
         }
-        {
-            std::lock_guard lock(mu_);
-            if (call->session() == 0 || call->session() != current_) {
-                reactor->Finish(
-                    grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "session " + std::to_string(call->session()) +
-                                                                            " is not the node's current L4 session (" +
-                                                                            std::to_string(current_) + ")"));
-                return reactor;
-            }
-        }
-        const auto answer = [reactor, reply](ErrorCode code, const std::string& message, std::uint64_t start_ns,
-                                             std::uint64_t end_ns) {
-            reply->set_code(static_cast<std::uint32_t>(code));
-            reply->set_message(message);
-            reply->set_start_ns(start_ns);
-            reply->set_end_ns(end_ns);
-            reactor->Finish(grpc::Status::OK);
-        };
-        TaskRequest request;
-        try {
-            request = decode_task_call(*call);
-        } catch (const WireError& e) {
-            answer(e.code(), std::string("task.args: ") + e.what(), 0, 0);
-            return reactor;
-        } catch (const RequestError& e) {
-            answer(e.code(), e.what(), 0, 0);
-            return reactor;
-        }
-        supervisor_.submit(std::move(request),
-                           [answer](TaskResult r) { answer(r.code, r.message, r.start_ns, r.end_ns); });
+        reply->set_code(static_cast<std::uint32_t>(ErrorCode::OK));
+        reply->set_call_id(call->call_id());
+        reactor->Finish(grpc::Status::OK);
         return reactor;
     }
+
+    // Why a task of `session` is not taken, or "" when that session is the current one.
+    std::string session_refusal(std::uint64_t session) const {
+        std::lock_guard lock(mu_);
+        if (session != 0 && session == current_) {
+            return {};
+        }
+        return "session " + std::to_string(session) + " is not the node's current L4 session (" +
+               std::to_string(current_) + ")";
+    }
+
+    Supervisor& supervisor() noexcept { return supervisor_; }
+    const config::TlsConfig& tls() const noexcept { return serve_.tls; }
 
     // Called by a stream when gRPC is done with it (possibly inside a call that holds mu_): the ticker forgets it.
     void forget(std::uint64_t id) {
@@ -349,6 +337,161 @@ private:
     std::mutex done_mu_; // a leaf lock: streams gRPC is done with
     std::vector<std::uint64_t> done_;
 };
+
+// One session's task stream: each TaskCall read is decoded (decode_task_call) and submitted to the node's
+// Supervisor; each result is written back as a TaskReply with the call's id, in the order the tasks finish. The
+// stream owns itself until OnDone. Its state is guarded by Shared::mu, which the results' callbacks also take, and
+// which OnDone clears, so a result that comes after the stream is gone is dropped.
+class TaskStream final : public grpc::ServerBidiReactor<pb::TaskCall, pb::TaskReply> {
+public:
+    static TaskStream* open(RemoteServer::Impl& owner, grpc::CallbackServerContext* context) {
+        auto stream = std::unique_ptr<TaskStream>(new TaskStream(owner));
+        TaskStream* raw = stream.get();
+        raw->self_ = std::move(stream);
+        if (const auto error = peer_name_error(*context->auth_context(), owner.tls())) {
+            std::lock_guard lock(raw->shared_->mu);
+            raw->finish_locked(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error));
+            return raw;
+        }
+        raw->StartRead(&raw->in_);
+        return raw;
+    }
+
+    void OnReadDone(bool ok) override {
+        pb::TaskCall call;
+        {
+            std::lock_guard lock(shared_->mu);
+            if (!ok) {
+                reads_done_ = true;
+                finish_if_done_locked();
+                return;
+            }
+            if (const std::string refusal = owner_.session_refusal(in_.session()); !refusal.empty()) {
+                finish_locked(grpc::Status(grpc::StatusCode::ABORTED, refusal));
+                return;
+            }
+            call.Swap(&in_);
+            ++pending_;
+            StartRead(&in_);
+        }
+        // Unlocked: the Supervisor may answer a refused task on this thread, through answer().
+        const std::uint64_t call_id = call.call_id();
+        TaskRequest request;
+        try {
+            request = decode_task_call(call);
+        } catch (const WireError& e) {
+            answer(shared_, call_id, e.code(), std::string("task.args: ") + e.what(), 0, 0);
+            return;
+        } catch (const RequestError& e) {
+            answer(shared_, call_id, e.code(), e.what(), 0, 0);
+            return;
+        }
+        owner_.supervisor().submit(std::move(request), [shared = shared_, call_id](TaskResult r) {
+            answer(shared, call_id, r.code, r.message, r.start_ns, r.end_ns);
+        });
+    }
+
+    void OnWriteDone(bool ok) override {
+        std::lock_guard lock(shared_->mu);
+        writing_ = false;
+        out_.pop_front();
+        if (!ok && !finished_) {
+            final_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the L4 stopped reading its task stream");
+        }
+        if (final_) {
+            finish_locked(*final_);
+            return;
+        }
+        if (!out_.empty()) {
+            writing_ = true;
+            StartWrite(&out_.front());
+        }
+        finish_if_done_locked();
+    }
+
+    void OnCancel() override {
+        std::lock_guard lock(shared_->mu);
+        finish_locked(grpc::Status::CANCELLED);
+    }
+
+    void OnDone() override {
+        {
+            std::lock_guard lock(shared_->mu);
+            shared_->stream = nullptr;
+        }
+        auto self = std::move(self_); // destroys this stream when it goes out of scope, the last act here
+    }
+
+private:
+    struct Shared {
+        std::mutex mu;
+        TaskStream* stream = nullptr;
+    };
+
+    explicit TaskStream(RemoteServer::Impl& owner) : owner_(owner), shared_(std::make_shared<Shared>()) {
+        shared_->stream = this;
+    }
+
+    static void answer(const std::shared_ptr<Shared>& shared, std::uint64_t call_id, ErrorCode code,
+                       const std::string& message, std::uint64_t start_ns, std::uint64_t end_ns) {
+        std::lock_guard lock(shared->mu);
+        TaskStream* stream = shared->stream;
+        if (stream == nullptr) {
+            return; // the stream is gone; its L4 learns of the loss its own way
+        }
+        --stream->pending_;
+        if (stream->finished_ || stream->final_) {
+            return;
+        }
+        pb::TaskReply& reply = stream->out_.emplace_back();
+        reply.set_call_id(call_id);
+        reply.set_code(static_cast<std::uint32_t>(code));
+        reply.set_message(message);
+        reply.set_start_ns(start_ns);
+        reply.set_end_ns(end_ns);
+        if (!stream->writing_) {
+            stream->writing_ = true;
+            stream->StartWrite(&stream->out_.front());
+        }
+    }
+
+    // The L4 closed its side and every task it sent was answered and written: the stream ends well.
+    void finish_if_done_locked() {
+        if (reads_done_ && pending_ == 0 && out_.empty() && !writing_) {
+            finish_locked(grpc::Status::OK);
+        }
+    }
+
+    // Finishes once, after the write in progress if there is one.
+    void finish_locked(const grpc::Status& status) {
+        if (finished_) {
+            return;
+        }
+        if (writing_) {
+            if (!final_) {
+                final_ = status;
+            }
+            return;
+        }
+        finished_ = true;
+        Finish(status);
+    }
+
+    RemoteServer::Impl& owner_;
+    std::shared_ptr<Shared> shared_;
+    std::unique_ptr<TaskStream> self_;
+    pb::TaskCall in_;
+    std::deque<pb::TaskReply> out_; // the front is being written while writing_
+    bool writing_ = false;
+    bool reads_done_ = false;
+    bool finished_ = false;
+    std::optional<grpc::Status> final_;
+    std::size_t pending_ = 0; // tasks submitted and not yet answered
+};
+
+grpc::ServerBidiReactor<pb::TaskCall, pb::TaskReply>* RemoteServer::Impl::Tasks(grpc::CallbackServerContext* context) {
+    return TaskStream::open(*this, context);
+}
 
 void SessionStream::OnCancel() {
     end(grpc::Status::CANCELLED);

@@ -2,13 +2,14 @@
 // RemoteServer: a level-3 canopyd serving one level-4 canopyd of another host over gRPC (the `serve` section,
 // docs/multihost.md). The L4 opens a session with Attach; the node answers with Hello (its name and buffer
 // owner nonce), then streams its worker tree whenever it changes and a heartbeat every heartbeat_ms. Tasks
-// arrive as Run calls carrying the TaskArgs blob, which is decoded here with decode_task_args (validate_tensor
-// on every argument) before the task reaches this node's Supervisor; the reply carries the task's own error
-// code, message and times.
+// arrive on the session's Tasks stream, each a TaskCall carrying the TaskArgs blob, which is decoded here with
+// decode_task_call (validate_tensor on every argument) before the task reaches this node's Supervisor; its
+// TaskReply, written when it finished, carries the call's id and the task's own error code, message and times.
+// Echo answers a TaskCall at once without running anything (health checks, benchmarks).
 //
-// One L4 at a time: a new Attach ends the earlier session (its stream finishes ABORTED and its calls are
-// refused), so an L4 that reconnects after a partition is served at once. An L4 that disappears (keepalive
-// pings every lost_after / 3 go unanswered) ends its session; the node keeps running and waits for the next.
+// One L4 at a time: a new Attach ends the earlier session (its stream finishes ABORTED, and its task stream
+// does at its next call), so an L4 that reconnects after a partition is served at once. An L4 that disappears
+// (keepalive pings every lost_after / 3 go unanswered) ends its session; the node keeps running and waits for the next.
 // With TLS every call's peer certificate must name serve.tls.peer_name.
 //
 // Thread safety: the constructor starts serving; stop() and the destructor from any one thread.

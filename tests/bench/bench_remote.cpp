@@ -1,7 +1,7 @@
 // bench_remote: a no-op task on a remote node between two network namespaces (the L4's host "rack" and the node's
 // "hb", joined by a veth pair) against, measured in the same run and interleaved round by round:
 //   tcp_rtt      a 64-byte ping-pong over one TCP connection between the same namespaces
-//   grpc_ping    a unary gRPC call of the node's own service shape (Run) answered at once, between them
+//   grpc_ping    a unary gRPC call to the node's canopyd (Echo, a task call's shape answered at once), between them
 //   local_noop   the same no-op task on the L4's own sub (its control socket, the C++ client)
 //   remote_noop  sleep_ms 0 on hb/sub0 through the L4 (the C++ client on the L4's socket)
 // and prints the medians and the ratios the remote-node targets are stated in. Needs root (namespaces); prints
@@ -34,7 +34,6 @@ namespace pb = canopy::remote::v1;
 using Clock = std::chrono::steady_clock;
 
 constexpr std::uint16_t NODE_PORT = 7471;
-constexpr std::uint16_t PING_PORT = 7472;
 constexpr std::uint16_t ECHO_PORT = 7473;
 
 double since_ns(Clock::time_point start) {
@@ -50,17 +49,7 @@ bool enter_netns(const std::string& path) {
     return ok;
 }
 
-// The peer side, in hb's namespace: a TCP echo server and a gRPC server whose Run answers at once.
-class Ping final : public pb::Node::CallbackService {
-    grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context, const pb::TaskCall*,
-                                  pb::TaskReply* reply) override {
-        reply->set_code(0);
-        auto* reactor = context->DefaultReactor();
-        reactor->Finish(grpc::Status::OK);
-        return reactor;
-    }
-};
-
+// The peer side, in hb's namespace: a TCP echo server.
 [[noreturn]] void serve_peer() {
     std::thread echo([] {
         const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -86,12 +75,7 @@ class Ping final : public pb::Node::CallbackService {
             }).detach();
         }
     });
-    Ping service;
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("0.0.0.0:" + std::to_string(PING_PORT), grpc::InsecureServerCredentials());
-    builder.RegisterService(&service);
-    auto server = builder.BuildAndStart();
-    server->Wait();
+    echo.join();
     std::_Exit(0);
 }
 
@@ -135,7 +119,7 @@ void ping_from_rack(const std::string& hb, int calls, int out) {
         ns.push_back(since_ns(start));
     }
     ::close(s);
-    auto channel = grpc::CreateChannel(hb + ":" + std::to_string(PING_PORT), grpc::InsecureChannelCredentials());
+    auto channel = grpc::CreateChannel(hb + ":" + std::to_string(NODE_PORT), grpc::InsecureChannelCredentials());
     auto stub = pb::Node::NewStub(channel);
     pb::TaskCall call;
     call.set_session(1);
@@ -147,7 +131,7 @@ void ping_from_rack(const std::string& hb, int calls, int out) {
         grpc::ClientContext context;
         pb::TaskReply reply;
         const auto start = Clock::now();
-        if (!stub->Run(&context, call, &reply).ok()) {
+        if (!stub->Echo(&context, call, &reply).ok()) {
             std::_Exit(4);
         }
         if (i >= calls / 4) {
@@ -195,7 +179,8 @@ int main(int argc, char** argv) {
     nlohmann::json hb_config = l3_config("hb", "0.0.0.0:" + std::to_string(NODE_PORT), "insecure", peers);
     hb_config["node"] = node;
     Daemon hb(hb_config, {}, net.enter("hb")),
-        rack(l4_config({remote_node("hb", net.address("hb") + ":" + std::to_string(NODE_PORT), "insecure", 3000)}, peers),
+        rack(l4_config({remote_node("hb", net.address("hb") + ":" + std::to_string(NODE_PORT), "insecure", 3000)},
+                       peers),
              {}, net.enter("rack"));
     if (!eventually_running(rack, "/hb/sub0")) {
         std::fprintf(stderr, "bench_remote: hb did not attach:\n%s\n", rack.log().c_str());
@@ -211,12 +196,14 @@ int main(int argc, char** argv) {
         if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
             return 1;
         }
-        const pid_t pinger = fork_in(net.netns_path("rack"), [&] { ping_from_rack(net.address("hb"), calls, pipe_fds[1]); });
+        const pid_t pinger =
+            fork_in(net.netns_path("rack"), [&] { ping_from_rack(net.address("hb"), calls, pipe_fds[1]); });
         ::close(pipe_fds[1]);
         std::vector<double> got(static_cast<std::size_t>(2 * calls));
         const auto want = got.size() * sizeof(double);
         std::size_t have = 0;
-        for (ssize_t n; have < want && (n = ::read(pipe_fds[0], reinterpret_cast<char*>(got.data()) + have, want - have)) > 0;) {
+        for (ssize_t n;
+             have < want && (n = ::read(pipe_fds[0], reinterpret_cast<char*>(got.data()) + have, want - have)) > 0;) {
             have += static_cast<std::size_t>(n);
         }
         ::close(pipe_fds[0]);

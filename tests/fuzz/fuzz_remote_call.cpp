@@ -1,4 +1,4 @@
-// libFuzzer target: what a level-3 node receives from its L4 in a Run call, on arbitrary bytes: the protobuf
+// libFuzzer target: what a level-3 node receives from its L4 on its task stream, on arbitrary bytes: the protobuf
 // TaskCall message, then decode_task_call (daemon/remote_call.h), where its TaskArgs blob becomes Tensors.
 //
 // Invariants: decode_task_call either throws WireError or RequestError, or returns a request whose tensors each

@@ -77,7 +77,7 @@ TEST_CASE("a remote host that dies fails its tasks WORKER_DIED naming it, the L4
     auto hb = std::make_unique<Daemon>(l3_config("hb", loopback(port), "insecure"));
     Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure", 1000)}));
     REQUIRE(eventually_running(rack, "/hb/sub0"));
-    const json slow = rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:20000"});
+    const json slow = rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:3000"});
     REQUIRE(eventually_started(rack, slow.at("id").get<std::uint64_t>()));
     REQUIRE(::kill(hb->pid(), SIGKILL) == 0);
     const json failed = rack.cli_json({"wait", slow.at("id").dump()});
@@ -108,7 +108,7 @@ TEST_CASE("a remote host that stops answering (SIGSTOP) is lost after lost_after
     Daemon hb(l3_config("hb", loopback(port), "insecure"));
     Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure", 500)}));
     REQUIRE(eventually_running(rack, "/hb/sub0"));
-    const json slow = rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:20000"});
+    const json slow = rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:3000"});
     REQUIRE(eventually_started(rack, slow.at("id").get<std::uint64_t>()));
     REQUIRE(::kill(hb.pid(), SIGSTOP) == 0);
     const auto stopped_at = std::chrono::steady_clock::now();
@@ -181,8 +181,8 @@ TEST_CASE("a node whose serve port is taken stops at start naming the address an
         FAIL("a second node started on a port the first one serves");
     } catch (const std::runtime_error& e) {
         CHECK_THAT(e.what(), Catch::Contains("canopyd exited during start-up"));
-        CHECK_THAT(e.what(),
-                   Catch::Contains("cannot serve remote L4s on 127.0.0.1:" + std::to_string(port) + ": Address already in use"));
+        CHECK_THAT(e.what(), Catch::Contains("cannot serve remote L4s on 127.0.0.1:" + std::to_string(port) +
+                                             ": Address already in use"));
     }
 }
 

@@ -79,7 +79,7 @@ TEST_CASE("a partition loses the host within lost_after, the other host and the 
                 {}, net.enter("rack"));
     REQUIRE(eventually_running(rack, "/hb/sub0"));
     REQUIRE(eventually_running(rack, "/hc/sub0"));
-    const json slow = rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:20000"});
+    const json slow = rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:3000"});
     REQUIRE(eventually_started(rack, slow.at("id").get<std::uint64_t>()));
 
     net.set_link("hb", false);
@@ -147,7 +147,7 @@ TEST_CASE("SIGKILL of a remote canopyd between namespaces fails its task and the
     Daemon rack(l4_config({remote_node("hb", at(net, "hb"), "insecure", 600)}, INSECURE_PEERS), {}, net.enter("rack"));
     REQUIRE(eventually_running(rack, "/hb/sub0"));
     const auto first_pid = worker_at(rack.cli_json({"status"}), "/hb/sub0").at("pid");
-    const json slow = rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:20000"});
+    const json slow = rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:3000"});
     REQUIRE(eventually_started(rack, slow.at("id").get<std::uint64_t>()));
     REQUIRE(::kill(hb->pid(), SIGKILL) == 0);
     const json failed = rack.cli_json({"wait", slow.at("id").dump()});

@@ -157,8 +157,8 @@ Daemon::Daemon(const json& config, const std::map<std::string, std::string>& env
             ::_exit(126);
         }
         const std::string state = (dir_.path / "state").string();
-        ::execl(daemon_binary, daemon_binary, "--config", config_path.c_str(), "--socket", socket_.c_str(), "--state-dir",
-                state.c_str(), static_cast<char*>(nullptr));
+        ::execl(daemon_binary, daemon_binary, "--config", config_path.c_str(), "--socket", socket_.c_str(),
+                "--state-dir", state.c_str(), static_cast<char*>(nullptr));
         ::_exit(127);
     }
     for (int i = 0; i < 400; ++i) {
@@ -176,6 +176,10 @@ Daemon::Daemon(const json& config, const std::map<std::string, std::string>& env
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+    // The daemon is not left behind: the constructor throws, so no destructor stops it.
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
     throw std::runtime_error("canopyd did not answer within 20 s:\n" + log());
 }
 
