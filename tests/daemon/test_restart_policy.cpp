@@ -49,3 +49,21 @@ TEST_CASE("a death the child did not cause restarts it at once without counting"
     CHECK(d.failures == 3);
     CHECK(d.delay == milliseconds(50));
 }
+
+TEST_CASE("a child whose peer is lost restarts past any budget, backing off to the cap", "[daemon][restart]") {
+    std::uint32_t failures = 0;
+    const long expected[] = {50, 100, 200, 300, 300, 300};
+    for (const long delay : expected) {
+        const auto d = POLICY.on_lost(failures, {});
+        REQUIRE(d.restart);
+        CHECK(d.delay == milliseconds(delay));
+        failures = d.failures;
+    }
+    CHECK(failures == 6); // past the budget of 3, still restarting
+    CHECK(POLICY.on_lost(1000000, {}).restart);
+    CHECK(POLICY.on_lost(1000000, {}).delay == milliseconds(300));
+    // A link that stayed up long enough starts over at the first back-off.
+    const auto fresh = POLICY.on_lost(5, seconds(30));
+    CHECK(fresh.failures == 1);
+    CHECK(fresh.delay == milliseconds(50));
+}

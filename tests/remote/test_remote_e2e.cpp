@@ -132,7 +132,10 @@ TEST_CASE("a remote host that stops answering (SIGSTOP) is lost after lost_after
 TEST_CASE("an L4 whose remote host does not answer starts and serves, and attaches the host once it appears",
           "[remote]") {
     const std::uint16_t port = free_tcp_port();
-    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure", 500)}));
+    // A restart budget of 1: the link's attempts never spend it, so /hb is never marked dead.
+    Daemon rack(
+        l4_config({remote_node("hb", loopback(port), "insecure", 500)},
+                  {{"supervision", {{"restart_budget", 1}, {"backoff_initial_ms", 10}, {"backoff_max_ms", 200}}}}));
     const json status = rack.cli_json({"status"});
     CHECK(worker_at(status, "/hb").at("state") != "running");
     CHECK_THAT(worker_at(status, "/hb").at("last_exit").get<std::string>(), Catch::Contains("lost"));
@@ -143,6 +146,9 @@ TEST_CASE("an L4 whose remote host does not answer starts and serves, and attach
     std::this_thread::sleep_for(std::chrono::milliseconds(1000));
     CHECK(count_log_lines(rack, {"worker /hb", "lost: no session could be opened", "restart"}) >= 5);
     CHECK(count_log_lines(rack, {"warning worker /hb", "lost: no session could be opened"}) == 1);
+    const json later = worker_at(rack.cli_json({"status"}), "/hb");
+    CHECK(later.at("state") == "restarting");
+    CHECK(later.at("restarts").get<int>() >= 5);
     Daemon hb(l3_config("hb", loopback(port), "insecure"));
     REQUIRE(eventually_running(rack, "/hb/sub0"));
     CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "hb/chip0", "--scalar", "int64:0", "--wait"}).at("state") ==
