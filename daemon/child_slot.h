@@ -70,10 +70,10 @@ struct ChildSlot {
     std::uint32_t failures = 0; // deaths since the child last stayed up HEALTHY_UPTIME
     std::uint64_t tasks_done = 0;
     std::uint64_t tasks_failed = 0;
-    std::string last_exit;      // "killed by signal 9 (SIGKILL)"
-    bool fatal = false;         // the child reported it cannot serve (last_exit says why): it is not restarted
-    bool lost = false;          // the child reported LOST (last_exit says why): it restarts without spending its budget
-    std::string lost_reason;      // the text of this incarnation's LOST
+    std::string last_exit;   // "killed by signal 9 (SIGKILL)"
+    bool fatal = false;      // the child reported it cannot serve (last_exit says why): it is not restarted
+    bool lost = false;       // the child reported LOST (last_exit says why): it restarts without spending its budget
+    std::string lost_reason; // the text of this incarnation's LOST
     std::string last_lost_reason; // the previous incarnation's LOST text when it ended LOST, else empty
     std::chrono::steady_clock::time_point running_since;
     std::unique_ptr<Incarnation> live;

@@ -75,12 +75,16 @@ std::shared_ptr<grpc::ChannelCredentials> channel_credentials(const config::TlsC
     return grpc::SslCredentials(options);
 }
 
+int keepalive_interval_ms(std::chrono::milliseconds lost_after) noexcept {
+    return static_cast<int>(std::max<std::int64_t>(lost_after.count() / 3, 50));
+}
+
 grpc::ChannelArguments channel_arguments(const config::RemoteConfig& remote) {
     grpc::ChannelArguments args;
     if (!remote.tls.insecure) {
         args.SetSslTargetNameOverride(remote.tls.peer_name);
     }
-    const int third = static_cast<int>(std::max<std::int64_t>(remote.lost_after.count() / 3, 50));
+    const int third = keepalive_interval_ms(remote.lost_after);
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, third);
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, third);
     args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);

@@ -12,6 +12,7 @@
 
 #include "config/config.h"
 
+#include <chrono>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/support/channel_arguments.h>
@@ -29,6 +30,10 @@ namespace canopy::daemon {
 // Throws std::runtime_error naming the file and the system's reason when a PEM file cannot be read.
 std::shared_ptr<grpc::ServerCredentials> server_credentials(const config::TlsConfig& tls);
 std::shared_ptr<grpc::ChannelCredentials> channel_credentials(const config::TlsConfig& tls);
+
+// Both ends ping an idle link every this many ms and give each ping as long: lost_after / 3, at least 50 ms, so
+// that a dead peer fails the link within about lost_after.
+int keepalive_interval_ms(std::chrono::milliseconds lost_after) noexcept;
 
 // Channel arguments of the L4's link to `remote`: the name the server's certificate must carry, keepalive pings
 // every lost_after / 3 (a dead peer fails the channel within about lost_after), reconnect back-off.

@@ -125,7 +125,7 @@ public:
         const std::string address = config::to_string(serve.listen);
         builder.AddListeningPort(address, server_credentials(serve.tls), &port_);
         builder.RegisterService(this);
-        const int third = static_cast<int>(std::max<std::int64_t>(serve.lost_after.count() / 3, 50));
+        const int third = keepalive_interval_ms(serve.lost_after);
         builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, third);
         builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, third);
         builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);

@@ -11,12 +11,12 @@
 // threads (task results) and one stopper thread, and shares state under mu_.
 
 #include "config/config.h"
-#include "daemon/remote_server.h"
 #include "daemon/access_policy.h"
 #include "daemon/control_server.h"
 #include "daemon/json_codec.h"
 #include "daemon/metrics.h"
 #include "daemon/metrics_listener.h"
+#include "daemon/remote_server.h"
 #include "daemon/supervisor.h"
 #include "daemon/task_book.h"
 #include "scheduler/scheduler.h"

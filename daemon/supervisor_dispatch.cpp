@@ -279,8 +279,9 @@ std::uint64_t Supervisor::submit(TaskRequest request, TaskCallback done) {
         slot = route.slot;
         if (!request.after.empty() &&
             (route.slot->spec.kind == ChildKind::NODE || route.slot->spec.kind == ChildKind::REMOTE)) {
-            throw RequestError(ErrorCode::BAD_REQUEST, "a task for " + request.worker +
-                                                           " (below a nested or remote node) cannot be ordered after others");
+            throw RequestError(ErrorCode::BAD_REQUEST,
+                               "a task for " + request.worker +
+                                   " (below a nested or remote node) cannot be ordered after others");
         }
         task = PendingTask{task_id,
                            request.kernel,

@@ -37,8 +37,8 @@ struct ArenaView {
 struct ChildSpec {
     std::string name; // "chip0", "sub1", "node0"
     ChildKind kind = ChildKind::SUB;
-    std::uint32_t device = 0;                      // chips
-    std::shared_ptr<const SupervisorOptions> node; // NODE: the nested supervisor's options
+    std::uint32_t device = 0;                           // chips
+    std::shared_ptr<const SupervisorOptions> node;      // NODE: the nested supervisor's options
     std::shared_ptr<const config::RemoteConfig> remote; // REMOTE: where the node is and how to reach it
 };
 

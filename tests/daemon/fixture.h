@@ -56,8 +56,11 @@ inline daemon::SupervisorOptions l4_options(const std::filesystem::path& state, 
         auto nested = l3_options(state / "nodes" / name, 2, 2);
         nested.name = name;
         nested.path = "/" + name;
-        o.children.push_back(
-            {name, daemon::ChildKind::NODE, 0, std::make_shared<const daemon::SupervisorOptions>(std::move(nested)), {}});
+        o.children.push_back({name,
+                              daemon::ChildKind::NODE,
+                              0,
+                              std::make_shared<const daemon::SupervisorOptions>(std::move(nested)),
+                              {}});
     }
     return o;
 }
