@@ -110,10 +110,14 @@ private:
 
 using Reply = std::function<void(Response)>;
 
+struct RawRun; // daemon/run_request.h
+
 // Handles one request; calls `reply` with its final response exactly once, now or later, from any thread, after
-// any number of Response::progress frames. `attachment` is the request's inbound attachment, or null.
-using RequestHandler =
-    std::function<void(const nlohmann::json& request, const Peer& peer, Reply reply, Attachment attachment)>;
+// any number of Response::progress frames. `attachment` is the request's inbound attachment, or null. `run` is
+// the tasks of a run or submit request the fast path read (daemon/run_request.h), or null; the handler may move
+// from it.
+using RequestHandler = std::function<void(const nlohmann::json& request, RawRun* run, const Peer& peer, Reply reply,
+                                          Attachment attachment)>;
 
 // The bounds of the control socket; docs/control-protocol.md "Limits" states each default.
 // The defaults are the config's (config::ControlConfig, docs/config.md), except the own-uid reserve and the accept

@@ -217,7 +217,7 @@ bool ControlServer::Session::take_frame() {
     auto weak = weak_from_this();
     auto& io = server_.io_;
     server_.handler_(
-        request, peer_,
+        request, parsed.run.get(), peer_,
         [weak, seq, id = std::move(id), &io](Response reply) {
             // Always posted, never run inline: a reply is often given under the handler's own lock, and completing
             // it can admit the next buffered request, which would take that lock again.

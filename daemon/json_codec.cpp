@@ -75,6 +75,15 @@ void set_row_major_strides(const std::vector<std::uint32_t>& shape, Tensor& tens
     }
 }
 
+// The gate every tensor a client names passes; its refusal is INVALID_TENSOR naming the field.
+void gate(const Tensor& tensor, const std::string& where) {
+    try {
+        validate_tensor(tensor);
+    } catch (const WireError& e) {
+        throw RequestError(ErrorCode::INVALID_TENSOR, where + "." + e.field() + ": " + e.problem());
+    }
+}
+
 // Builds the Tensor field by field (no defaults hide a bad value) and runs the gate.
 Tensor parse_tensor(const json& t, const BufferResolver& resolve, const std::string& where) {
     if (!t.is_object()) {
@@ -102,11 +111,29 @@ Tensor parse_tensor(const json& t, const BufferResolver& resolve, const std::str
         set_row_major_strides(shape, tensor, where);
     }
     tensor.byte_offset = uint_member(t, "byte_offset", where, 0);
-    try {
-        validate_tensor(tensor);
-    } catch (const WireError& e) {
-        throw RequestError(ErrorCode::INVALID_TENSOR, where + "." + e.field() + ": " + e.problem());
+    gate(tensor, where);
+    return tensor;
+}
+
+// A tensor argument of the fast path (daemon/run_request.h), checked as parse_tensor checks one, in its order.
+Tensor tensor_from_raw(const RawTensor& raw, const BufferResolver& resolve, const std::string& where) {
+    Tensor tensor{};
+    tensor.buffer = resolve(raw.buffer, where + ".buffer");
+    tensor.dtype = raw.dtype;
+    tensor.ndims = raw.ndims;
+    std::copy(raw.shape.begin(), raw.shape.begin() + raw.ndims, tensor.shapes.begin());
+    if (raw.has_strides) {
+        if (raw.nstrides != raw.ndims) {
+            bad(where + ".strides: " + std::to_string(raw.nstrides) + " strides for " + std::to_string(raw.ndims) +
+                " dimensions");
+        }
+        std::copy(raw.strides.begin(), raw.strides.begin() + raw.nstrides, tensor.strides.begin());
+    } else {
+        set_row_major_strides(std::vector<std::uint32_t>(raw.shape.begin(), raw.shape.begin() + raw.ndims), tensor,
+                              where);
     }
+    tensor.byte_offset = raw.byte_offset;
+    gate(tensor, where);
     return tensor;
 }
 
@@ -344,6 +371,29 @@ ParsedTask parse_task(const json& task, const BufferResolver& resolve, const std
             bad(where + "." + e.field() + ": " + e.problem());
         }
     }
+    return out;
+}
+
+ParsedTask task_from_raw(RawTask& raw, const BufferResolver& resolve, const std::string& where) {
+    ParsedTask out;
+    std::vector<TensorArg>& tensors = out.request.args.tensors;
+    std::vector<ScalarArg>& scalars = out.request.args.scalars;
+    for (std::size_t i = 0; i < raw.args.size(); ++i) {
+        const RawArg& a = raw.args[i];
+        if (a.is_tensor) {
+            if (tensors.empty()) {
+                tensors.reserve(raw.args.size());
+            }
+            tensors.push_back(
+                {tensor_from_raw(a.tensor, resolve, where + ".args[" + std::to_string(i) + "].tensor"), a.tag});
+        } else {
+            scalars.push_back(a.scalar);
+        }
+    }
+    // Last: `raw` keeps its strings when a tensor throws, to name the task in the rejection.
+    out.request.kernel = std::move(raw.kernel);
+    out.request.worker = std::move(raw.on);
+    out.name = raw.has_name ? std::move(raw.name) : out.request.kernel;
     return out;
 }
 

@@ -6,6 +6,7 @@
 // Thread safety: pure functions.
 
 #include "daemon/buffer_registry.h"
+#include "daemon/run_request.h"
 #include "daemon/supervisor.h"
 #include "daemon/task.h"
 
@@ -30,6 +31,11 @@ struct ParsedTask {
 // INVALID_TENSOR for a view the gate refuses or whose omitted row-major strides do not fit 32 bits, and
 // whatever the resolver throws.
 ParsedTask parse_task(const nlohmann::json& task, const BufferResolver& resolve, const std::string& where);
+
+// A task the fast path read (daemon/run_request.h), its buffers resolved and its tensors through the gate:
+// what parse_task returns for the same JSON, with the same error where parse_task would throw one. Moves the
+// strings out of `raw` when it returns.
+ParsedTask task_from_raw(RawTask& raw, const BufferResolver& resolve, const std::string& where);
 
 // "r", "w", "rw" <-> Access; throws RequestError(BAD_REQUEST).
 Access parse_access(const std::string& text);

@@ -24,14 +24,18 @@ std::string refusal_message(const config::JsonRefusal& refusal) {
 } // namespace
 
 ParsedRequest parse_request(std::string_view body) {
+    if (std::unique_ptr<RawRun> run = scan_run_request(body)) {
+        nlohmann::json head = std::move(run->head);
+        return {std::move(head), {}, std::move(run)};
+    }
     config::BoundedJson parsed = config::parse_bounded_json(body);
     if (parsed.refusal) {
-        return {nullptr, refusal_message(*parsed.refusal)};
+        return {nullptr, refusal_message(*parsed.refusal), nullptr};
     }
     if (!parsed.value.is_object()) {
-        return {nullptr, "the frame body is not a JSON object"};
+        return {nullptr, "the frame body is not a JSON object", nullptr};
     }
-    return {std::move(parsed.value), {}};
+    return {std::move(parsed.value), {}, nullptr};
 }
 
 } // namespace canopy::daemon

@@ -47,8 +47,8 @@ Service::Service(const config::Config& config, std::shared_ptr<spdlog::logger> l
           ControlOptions{config.control.socket, allowed_ids(config.control.allow_uids, config.control.admin_uids),
                          allowed_ids(config.control.allow_gids, config.control.admin_gids),
                          config.control.max_frame_bytes, control_limits(config.control)},
-          [this](const nlohmann::json& request, const Peer& peer, Reply reply, Attachment attachment) {
-              handle(request, peer, std::move(reply), attachment);
+          [this](const nlohmann::json& request, RawRun* run, const Peer& peer, Reply reply, Attachment attachment) {
+              handle(request, run, peer, std::move(reply), attachment);
           },
           log_),
       book_(config.control.task_history), signals_(io_, SIGTERM, SIGINT) {

@@ -44,7 +44,9 @@ public:
 
 private:
     // control requests (service_handlers.cpp)
-    void handle(const nlohmann::json& request, const Peer& peer, Reply reply, const Attachment& attachment);
+    // `run`: the tasks of a run or submit request as the fast path read them (daemon/run_request.h), or null.
+    void handle(const nlohmann::json& request, RawRun* run, const Peer& peer, Reply reply,
+                const Attachment& attachment);
     nlohmann::json handle_status() const;
     nlohmann::json handle_buffer_create(const nlohmann::json& request, const Peer& peer);
     // buffer_json and the buffer's owner ("owner_uid", null for the daemon's own buffers).
@@ -87,7 +89,8 @@ private:
     BufferInfo live_buffer(const nlohmann::json& request) const;
 
     // tasks (service_tasks.cpp)
-    void handle_run(const nlohmann::json& request, Reply reply, bool single, const Peer& peer);
+    // `raw`: the tasks the fast path read, moved from; when null they are parsed from `request`.
+    void handle_run(const nlohmann::json& request, RawRun* raw, Reply reply, bool single, const Peer& peer);
     void handle_wait(const nlohmann::json& request, Reply reply);
     nlohmann::json handle_cancel(const nlohmann::json& request, const Peer& peer);
     // A task's result, from any thread: recorded at once under mu_.

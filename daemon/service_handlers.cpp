@@ -35,7 +35,7 @@ json error_of_current_exception() {
 
 } // namespace
 
-void Service::handle(const json& request, const Peer& peer, Reply reply, const Attachment& attachment) {
+void Service::handle(const json& request, RawRun* run, const Peer& peer, Reply reply, const Attachment& attachment) {
     try {
         const std::string op = string_member(request, "op", "request");
         if (request.contains("attachment") && op != "buffer.write" && op != "buffer.read") {
@@ -44,7 +44,7 @@ void Service::handle(const json& request, const Peer& peer, Reply reply, const A
                 "for one)");
         }
         if (op == "submit" || op == "run") {
-            handle_run(request, reply, op == "submit", peer); // a copy: `reply` still answers a throw
+            handle_run(request, run, reply, op == "submit", peer); // a copy: `reply` still answers a throw
             return;
         }
         if (op == "wait") {

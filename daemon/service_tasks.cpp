@@ -4,6 +4,8 @@
 
 #include <memory>
 #include <set>
+#include <string_view>
+#include <unordered_set>
 
 namespace canopy::daemon {
 namespace {
@@ -38,11 +40,26 @@ void describe_unparsed(const json& t, std::size_t index, ParsedTask& out) {
     }
 }
 
+// The same for a task the fast path read; task_from_raw moved its strings only if it returned.
+void describe_unparsed(const RawTask& t, std::size_t index, ParsedTask& out) {
+    if (out.name.empty()) {
+        out.name = t.name.empty() ? "task" + std::to_string(index) : t.name;
+    }
+    if (out.request.kernel.empty()) {
+        out.request.kernel = t.kernel;
+    }
+    if (out.request.worker.empty()) {
+        out.request.worker = t.on;
+    }
+}
+
 } // namespace
 
-void Service::handle_run(const json& request, Reply reply, bool single, const Peer& peer) {
+void Service::handle_run(const json& request, RawRun* raw, Reply reply, bool single, const Peer& peer) {
     std::vector<const json*> task_json_list;
-    if (single) {
+    if (raw != nullptr) {
+        task_json_list.assign(raw->tasks.size(), nullptr);
+    } else if (single) {
         task_json_list.push_back(&member(request, "task", "request"));
     } else {
         const json& graph = member(request, "graph", "request");
@@ -61,12 +78,15 @@ void Service::handle_run(const json& request, Reply reply, bool single, const Pe
     // Parse and check every task before any is queued: a graph runs whole or not at all.
     std::vector<ParsedTask> parsed(task_json_list.size());
     std::vector<std::optional<Rejection>> rejected(task_json_list.size());
-    std::set<std::string> names;
+    // Views of parsed[i].name, which stays in place until the tasks are queued.
+    std::unordered_set<std::string_view> names;
+    names.reserve(parsed.size());
     bool any_rejected = false;
     for (std::size_t i = 0; i < task_json_list.size(); ++i) {
         const std::string where = single ? "task" : "tasks[" + std::to_string(i) + "]";
         try {
-            parsed[i] = parse_task(*task_json_list[i], resolver, where);
+            parsed[i] = raw != nullptr ? task_from_raw(raw->tasks[i], resolver, where)
+                                       : parse_task(*task_json_list[i], resolver, where);
             if (!names.insert(parsed[i].name).second) {
                 throw RequestError(ErrorCode::BAD_REQUEST,
                                    where + ": task name '" + parsed[i].name + "' is used twice in the graph");
@@ -82,7 +102,9 @@ void Service::handle_run(const json& request, Reply reply, bool single, const Pe
         } catch (const WireError& e) {
             rejected[i] = Rejection{e.code(), prefixed(where, e.what())};
         }
-        if (rejected[i]) {
+        if (rejected[i] && raw != nullptr) {
+            describe_unparsed(raw->tasks[i], i, parsed[i]);
+        } else if (rejected[i]) {
             describe_unparsed(*task_json_list[i], i, parsed[i]);
         }
         any_rejected = any_rejected || rejected[i].has_value();
@@ -147,6 +169,7 @@ void Service::handle_run(const json& request, Reply reply, bool single, const Pe
             // States as of now; a task may already be running or finished. Read from the book while the
             // lock holds, since history past TaskBook::HISTORY is dropped.
             std::string list;
+            list.reserve(ids.size() * 160);
             for (std::size_t i = 0; i < ids.size(); ++i) {
                 list += i == 0 ? "" : ",";
                 if (any_rejected) {
@@ -369,6 +392,7 @@ json Service::handle_cancel(const json& request, const Peer& peer) {
 // Takes every READY task out of the scheduler, marking it running: a task for a worker goes to the supervisor
 // now, with the tasks its lane orders it after; a step of the daemon's own goes to `out`. REQUIRES mu_.
 void Service::dispatch_ready_locked(ReadyWork& out) {
+    std::vector<std::pair<TaskRequest, TaskCallback>> batch;
     while (const auto id = scheduler_.pop_ready()) {
         TaskRecord* t = book_.find(*id);
         t->state = "running";
@@ -383,7 +407,12 @@ void Service::dispatch_ready_locked(ReadyWork& out) {
             scheduler_.ordered_after(*id, request.after);
             request.keep_failure = true;
         }
-        supervisor_.submit(std::move(request), [this, id = *id](TaskResult r) { post_result(id, std::move(r)); });
+        batch.emplace_back(std::move(request), [this, id = *id](TaskResult r) { post_result(id, std::move(r)); });
+    }
+    if (batch.size() == 1) {
+        supervisor_.submit(std::move(batch.front().first), std::move(batch.front().second));
+    } else if (!batch.empty()) {
+        supervisor_.submit_all(std::move(batch));
     }
 }
 

@@ -127,6 +127,10 @@ public:
 
     // Submits a task; `done` runs exactly once. Returns the task id.
     std::uint64_t submit(TaskRequest request, TaskCallback done);
+    // Submits each task as submit() does, taking each worker's lock once for all the tasks bound to it rather
+    // than once a task: the completion thread of that worker takes the same lock for every result. Tasks for one
+    // worker keep their order.
+    void submit_all(std::vector<std::pair<TaskRequest, TaskCallback>> tasks);
     // Submits and waits for the result.
     TaskResult run(TaskRequest request);
     // The submit-time checks alone (worker, kernel signature, every tensor, buffers, access,
@@ -254,6 +258,11 @@ private:
     MappedArenas map_preloads();
     void check_buffer(const Route& route, const BufferDescriptor& d, std::size_t i) const;
     void enqueue(ChildSlot& slot, PendingTask task);
+    // The task as its slot queues it; null (and `done` called) when it is refused at once.
+    ChildSlot* prepare(TaskRequest& request, TaskCallback& done, PendingTask& task);
+    // Queues `task` or collects its refusal in `rejected`. REQUIRES slot.mu; fill_locked is left to the caller.
+    void enqueue_locked(ChildSlot& slot, PendingTask& task,
+                        std::vector<std::pair<TaskCallback, TaskResult>>& rejected);
     // Fails a task refused before it was queued, keeping the failure if it asked for that.
     void reject(std::uint64_t task_id, bool keep_failure, ErrorCode code, const std::string& message,
                 TaskCallback& done);

@@ -270,8 +270,47 @@ bool Supervisor::has_chip(ChildKind kind) const {
 }
 
 std::uint64_t Supervisor::submit(TaskRequest request, TaskCallback done) {
-    const std::uint64_t task_id = request.id != 0 ? request.id : next_task_id_++;
     PendingTask task;
+    if (ChildSlot* slot = prepare(request, done, task)) {
+        enqueue(*slot, std::move(task));
+    }
+    return task.task_id;
+}
+
+void Supervisor::submit_all(std::vector<std::pair<TaskRequest, TaskCallback>> tasks) {
+    std::vector<std::pair<ChildSlot*, PendingTask>> queued;
+    queued.reserve(tasks.size());
+    for (auto& [request, done] : tasks) {
+        PendingTask task;
+        if (ChildSlot* slot = prepare(request, done, task)) {
+            queued.emplace_back(slot, std::move(task));
+        }
+    }
+    std::vector<std::pair<TaskCallback, TaskResult>> rejected;
+    for (std::size_t first = 0; first < queued.size(); ++first) {
+        ChildSlot* const slot = queued[first].first;
+        if (slot == nullptr) {
+            continue; // queued with an earlier group
+        }
+        std::lock_guard lock(slot->mu);
+        for (std::size_t i = first; i < queued.size(); ++i) {
+            if (queued[i].first == slot) {
+                enqueue_locked(*slot, queued[i].second, rejected);
+                queued[i].first = nullptr;
+            }
+        }
+        fill_locked(*slot);
+    }
+    for (auto& [cb, result] : rejected) {
+        if (cb) {
+            cb(std::move(result));
+        }
+    }
+}
+
+ChildSlot* Supervisor::prepare(TaskRequest& request, TaskCallback& done, PendingTask& task) {
+    const std::uint64_t task_id = request.id != 0 ? request.id : next_task_id_++;
+    task.task_id = task_id;
     ChildSlot* slot = nullptr;
     try {
         const Route route = resolve(request.worker);
@@ -295,13 +334,12 @@ std::uint64_t Supervisor::submit(TaskRequest request, TaskCallback done) {
                            request.keep_failure};
     } catch (const RequestError& e) {
         reject(task_id, request.keep_failure, e.code(), e.what(), done);
-        return task_id;
+        return nullptr;
     } catch (const WireError& e) {
         reject(task_id, request.keep_failure, e.code(), e.what(), done);
-        return task_id;
+        return nullptr;
     }
-    enqueue(*slot, std::move(task));
-    return task_id;
+    return slot;
 }
 
 void Supervisor::reject(std::uint64_t task_id, bool keep_failure, ErrorCode code, const std::string& message,
@@ -310,26 +348,31 @@ void Supervisor::reject(std::uint64_t task_id, bool keep_failure, ErrorCode code
     done(TaskResult{task_id, code, message, 0, 0});
 }
 
+void Supervisor::enqueue_locked(ChildSlot& slot, PendingTask& task,
+                                std::vector<std::pair<TaskCallback, TaskResult>>& rejected) {
+    if (slot.state == WorkerState::DEAD || slot.state == WorkerState::STOPPED || stopping_) {
+        count_result(slot, task, ErrorCode::WORKER_DIED);
+        note_failure(task, ErrorCode::WORKER_DIED);
+        rejected.emplace_back(std::move(task.done),
+                              TaskResult{task.task_id, ErrorCode::WORKER_DIED,
+                                         "worker " + slot.path + " is " + to_string(slot.state) +
+                                             (slot.last_exit.empty() ? "" : " (last exit: " + slot.last_exit + ")"),
+                                         0, 0});
+    } else if (std::optional<TaskResult> failed = dependency_failure(task.task_id, task.after)) {
+        count_result(slot, task, failed->code);
+        note_failure(task, failed->code);
+        rejected.emplace_back(std::move(task.done), std::move(*failed));
+    } else {
+        slot.pending.push_back(std::move(task));
+    }
+}
+
 void Supervisor::enqueue(ChildSlot& slot, PendingTask task) {
     std::vector<std::pair<TaskCallback, TaskResult>> rejected;
     {
         std::lock_guard lock(slot.mu);
-        if (slot.state == WorkerState::DEAD || slot.state == WorkerState::STOPPED || stopping_) {
-            count_result(slot, task, ErrorCode::WORKER_DIED);
-            note_failure(task, ErrorCode::WORKER_DIED);
-            rejected.emplace_back(std::move(task.done),
-                                  TaskResult{task.task_id, ErrorCode::WORKER_DIED,
-                                             "worker " + slot.path + " is " + to_string(slot.state) +
-                                                 (slot.last_exit.empty() ? "" : " (last exit: " + slot.last_exit + ")"),
-                                             0, 0});
-        } else if (std::optional<TaskResult> failed = dependency_failure(task.task_id, task.after)) {
-            count_result(slot, task, failed->code);
-            note_failure(task, failed->code);
-            rejected.emplace_back(std::move(task.done), std::move(*failed));
-        } else {
-            slot.pending.push_back(std::move(task));
-            fill_locked(slot);
-        }
+        enqueue_locked(slot, task, rejected);
+        fill_locked(slot);
     }
     for (auto& [cb, result] : rejected) {
         if (cb) {

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config
-  libboost-dev libspdlog-dev libcli11-dev nlohmann-json3-dev catch2 libsystemd-dev
+  libboost-dev libspdlog-dev libcli11-dev nlohmann-json3-dev libsimdjson-dev catch2 libsystemd-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   iproute2 openssl
   clang libclang-rt-14-dev

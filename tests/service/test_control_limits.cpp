@@ -69,7 +69,7 @@ public:
         : socket_((dir_.path / "control.sock").string()), log_(make_line_logger("control", sink_)),
           server_(
               io_, ControlOptions{socket_, std::move(allow_uids), {}, 1u << 20, limits},
-              [this](const json& r, const Peer& p, Reply reply, canopy::daemon::Attachment) {
+              [this](const json& r, canopy::daemon::RawRun*, const Peer& p, Reply reply, canopy::daemon::Attachment) {
                   handler_(r, p, std::move(reply));
               },
               log_) {

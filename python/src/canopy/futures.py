@@ -152,6 +152,12 @@ class GraphResult(Sequence[TaskState]):
             return _scan.count_state(self._body, state)
         return sum(1 for s in self.raw if s.get("state") == state)
 
+    def has(self, state: str) -> bool:
+        """Whether any task is in ``state``."""
+        if self._raw is None and self._body is not None:
+            return _scan.has_state(self._body, state)
+        return any(s.get("state") == state for s in self.raw)
+
     @property
     def ok(self) -> bool:
         return self.count("completed") == len(self)
@@ -370,7 +376,7 @@ class Waiter:
 
     def track_graph(self, future: GraphFuture) -> None:
         accepted = future.accepted
-        if accepted.count("queued") + accepted.count("running") == 0:
+        if not accepted.has("queued") and not accepted.has("running"):
             future._settle(accepted)  # rejected, or finished before the reply was written
             return
         ids = future.task_ids
