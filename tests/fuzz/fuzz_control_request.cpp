@@ -6,15 +6,20 @@
 //
 // Invariants: parse_request never throws and returns either an error or an object nested at most
 // MAX_JSON_DEPTH deep whose text parses back to the same tree; parse_task either throws RequestError, or
-// returns tensors that each pass validate_tensor and fit their buffer.
+// returns tensors that each pass validate_tensor and fit their buffer. When the fast path of run requests
+// (daemon/run_request.h) takes a body, the general path parses it too, to the same "op", "id", "wait" and
+// "progress", and task_from_raw gives each task exactly what parse_task gives, or the same error.
 #include "config/bounded_json.h"
 #include "daemon/json_codec.h"
 #include "daemon/request_json.h"
+#include "tests/daemon/same_task.h"
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -79,9 +84,54 @@ void check_task(const json& task) {
     }
 }
 
+// The fast path's reading of a run or submit request against the general path's.
+void check_fast_path(std::string_view body, canopy::daemon::RawRun& run, const json& head) {
+    const auto general = canopy::config::parse_bounded_json(body);
+    if (general.refusal || !general.value.is_object()) {
+        std::abort();
+    }
+    const json& request = general.value;
+    for (const char* key : {"op", "id", "wait", "progress"}) {
+        if (request.contains(key) != head.contains(key) || (request.contains(key) && request[key] != head[key])) {
+            std::abort();
+        }
+    }
+    std::vector<const json*> tasks;
+    if (run.single) {
+        tasks.push_back(&request.at("task"));
+    } else {
+        for (const json& t : request.at("graph").at("tasks")) {
+            tasks.push_back(&t);
+        }
+    }
+    if (tasks.size() != run.tasks.size()) {
+        std::abort();
+    }
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+        std::optional<canopy::daemon::ParsedTask> expected;
+        std::optional<canopy::daemon::ParsedTask> got;
+        std::string expected_error;
+        std::string got_error;
+        try {
+            expected = canopy::daemon::parse_task(*tasks[i], resolve, "task");
+        } catch (const canopy::daemon::RequestError& e) {
+            expected_error = std::string(canopy::error_code_name(e.code())) + " " + e.what();
+        }
+        try {
+            got = canopy::daemon::task_from_raw(run.tasks[i], resolve, "task");
+        } catch (const canopy::daemon::RequestError& e) {
+            got_error = std::string(canopy::error_code_name(e.code())) + " " + e.what();
+        }
+        if (expected.has_value() != got.has_value() || expected_error != got_error ||
+            (expected && !canopy::testing::same_task(*expected, *got))) {
+            std::abort();
+        }
+    }
+}
+
 } // namespace
 
-// A body is a request ({"op": "submit", "task": TASK} or {"op": "run", "tasks": [TASK...]}) or, as the seeds
+// A body is a request ({"op": "submit", "task": TASK} or {"op": "run", "graph": {"tasks": [TASK...]}}), or, as the seeds
 // of the task decoder are, a TASK itself.
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string_view body(reinterpret_cast<const char*>(data), size);
@@ -91,7 +141,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         return 0;
     }
     const json& request = parsed.request;
-    if (request.contains("task")) {
+    if (parsed.run) {
+        check_fast_path(body, *parsed.run, request);
+    } else if (request.contains("task")) {
         check_task(request["task"]);
     } else if (request.contains("tasks") && request["tasks"].is_array()) {
         for (const json& task : request["tasks"]) {
