@@ -294,11 +294,19 @@ BufferLookup BufferRegistry::lookup_locked(const CanonicalIdentity& id) const {
 
 BufferLookup BufferRegistry::lookup(const CanonicalIdentity& id) const {
     std::lock_guard lock(mu_);
+    if (id.owner_instance != owner_) {
+        const auto it = remote_.find(key_of(id));
+        return it == remote_.end() ? BufferLookup::UNKNOWN : it->second.live ? BufferLookup::LIVE : BufferLookup::STALE;
+    }
     return lookup_locked(id);
 }
 
 std::optional<BufferInfo> BufferRegistry::find(const CanonicalIdentity& id) const {
     std::lock_guard lock(mu_);
+    if (id.owner_instance != owner_) {
+        const auto it = remote_.find(key_of(id));
+        return it != remote_.end() && it->second.live ? std::optional<BufferInfo>(it->second.info) : std::nullopt;
+    }
     if (lookup_locked(id) != BufferLookup::LIVE) {
         return std::nullopt;
     }
@@ -313,7 +321,64 @@ std::vector<BufferInfo> BufferRegistry::list() const {
             out.push_back(slot.info);
         }
     }
+    for (const auto& [key, remote] : remote_) {
+        if (remote.live) {
+            out.push_back(remote.info);
+        }
+    }
     return out;
+}
+
+BufferRegistry::IdentityKey BufferRegistry::key_of(const CanonicalIdentity& id) noexcept {
+    IdentityKey key{};
+    std::memcpy(key.data(), &id, sizeof id);
+    return key;
+}
+
+void BufferRegistry::add_remote(const BufferDescriptor& d, const std::string& host) {
+    std::lock_guard lock(mu_);
+    Remote& entry = remote_[key_of(d.identity)];
+    entry.info = BufferInfo{d, host, {}, {}};
+    entry.live = true;
+    entry.why.clear();
+}
+
+std::size_t BufferRegistry::lose_remote(const std::string& host, const std::string& why) {
+    std::lock_guard lock(mu_);
+    std::size_t lost = 0;
+    for (auto& [key, remote] : remote_) {
+        if (remote.live && remote.info.creator == host) {
+            remote.live = false;
+            remote.why = why;
+            ++lost;
+        }
+    }
+    return lost;
+}
+
+void BufferRegistry::forget_remote(const CanonicalIdentity& id) {
+    std::lock_guard lock(mu_);
+    const auto it = remote_.find(key_of(id));
+    if (it != remote_.end()) {
+        it->second.live = false; // stale from now on, as a released buffer of this supervisor is
+        it->second.why.clear();
+    }
+}
+
+std::optional<std::string> BufferRegistry::remote_host(const CanonicalIdentity& id) const {
+    std::lock_guard lock(mu_);
+    const auto it = remote_.find(key_of(id));
+    return it != remote_.end() && it->second.live ? std::optional<std::string>(it->second.info.creator) : std::nullopt;
+}
+
+std::optional<std::string> BufferRegistry::stale_reason(const CanonicalIdentity& id) const {
+    std::lock_guard lock(mu_);
+    const auto it = remote_.find(key_of(id));
+    if (it == remote_.end() || it->second.live || it->second.why.empty()) {
+        return std::nullopt;
+    }
+    return "buffer " + to_string(id) + " lived on remote node " + it->second.info.creator +
+           ", whose session ended: " + it->second.why;
 }
 
 std::vector<ipc::UniqueFd> BufferRegistry::dup_fds(const CanonicalIdentity& id) const {

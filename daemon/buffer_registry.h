@@ -25,7 +25,9 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <array>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -99,6 +101,20 @@ public:
     std::optional<BufferInfo> find(const CanonicalIdentity& id) const;
     std::optional<BufferInfo> find_arena(const std::string& name) const;
     std::vector<BufferInfo> list() const;
+    // Buffers of remote hosts (docs/multihost.md): POSIX_SHM buffers a node on another host made for this L4,
+    // under that node's identities. add_remote registers one as live on `host` (the remote node's path), which
+    // lookup, find and list then answer for; lose_remote marks every live one of `host` stale with `why` (the
+    // link's session ended, and the node released them) and returns how many; forget_remote marks a released one
+    // stale. They are never journaled or unlinked here: their objects live on the other host.
+    void add_remote(const BufferDescriptor& d, const std::string& host);
+    std::size_t lose_remote(const std::string& host, const std::string& why);
+    void forget_remote(const CanonicalIdentity& id);
+    // The host of a live remote buffer; nullopt for any other identity.
+    std::optional<std::string> remote_host(const CanonicalIdentity& id) const;
+    // Why a remote buffer is stale ("buffer ID lived on remote node /hb, whose session ended: <why>"); nullopt
+    // when it is not a remote buffer lost with its host's session.
+    std::optional<std::string> stale_reason(const CanonicalIdentity& id) const;
+
     // Dups of the memfds of a live SIM_VMM buffer (one, or one per rank); empty when none.
     std::vector<ipc::UniqueFd> dup_fds(const CanonicalIdentity& id) const;
 
@@ -113,6 +129,14 @@ private:
         std::vector<ipc::UniqueFd> fds; // device buffers: one, or one per rank
     };
 
+    struct Remote {
+        BufferInfo info; // creator: the remote node's path
+        bool live = true;
+        std::string why; // when lost
+    };
+    using IdentityKey = std::array<std::uint8_t, sizeof(CanonicalIdentity)>;
+    static IdentityKey key_of(const CanonicalIdentity& id) noexcept;
+
     CanonicalIdentity mint_locked();
     // Journals, creates, sizes and reserves the object `name` of nbytes; on failure removes what it made and
     // throws BufferCreateError.
@@ -126,6 +150,7 @@ private:
     std::array<std::uint8_t, 16> owner_;
     std::vector<Slot> slots_; // index = buffer_id - 1
     std::vector<std::uint32_t> free_slots_;
+    std::map<IdentityKey, Remote> remote_; // buffers of remote hosts, live and lost
 };
 
 } // namespace canopy::daemon

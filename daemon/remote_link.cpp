@@ -1,5 +1,7 @@
 #include "daemon/remote_link.h"
 
+#include "daemon/remote_call.h"
+
 #include "daemon/remote_credentials.h"
 #include "daemon/remote_server.h"
 #include "daemon/supervisor.h"
@@ -198,6 +200,57 @@ protected:
     void create_vmm(const worker::VmmCreate& /*request*/) override {
         throw kernels::KernelError(ErrorCode::BAD_REQUEST,
                                    "device buffers of remote node " + path_ + " are created on its host");
+    }
+
+    // @remote_buffer_create (scalars: bytes, access) and @remote_buffer_release (one tensor naming the buffer): a
+    // Buffer call to the node for this session. A creation's frame completes with the descriptor the node made,
+    // in hex (remote_buffer_hex), which the supervisor validates before it registers the buffer.
+    bool run_control(std::string_view kernel) override {
+        const bool create = kernel == REMOTE_BUFFER_CREATE;
+        if (!create && kernel != REMOTE_BUFFER_RELEASE) {
+            return false;
+        }
+        pb::BufferCall call;
+        call.set_session(session_);
+        if (create) {
+            if (args_.scalars.size() != 2 || !args_.tensors.empty()) {
+                throw kernels::KernelError(ErrorCode::BAD_REQUEST, std::string(kernel) + ": expected bytes and access");
+            }
+            call.set_create_bytes(static_cast<std::uint64_t>(args_.scalars[0].bits));
+            call.set_access(static_cast<std::uint32_t>(args_.scalars[1].bits));
+        } else {
+            if (args_.tensors.size() != 1 || !args_.scalars.empty()) {
+                throw kernels::KernelError(ErrorCode::BAD_REQUEST, std::string(kernel) + ": expected one tensor");
+            }
+            const CanonicalIdentity& id = args_.tensors[0].tensor.buffer.identity;
+            call.set_release(std::string(reinterpret_cast<const char*>(&id), sizeof id));
+        }
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + CREATE_TIMEOUT);
+        pb::BufferReply reply;
+        const grpc::Status status = stub_->Buffer(&context, call, &reply);
+        if (!status.ok()) {
+            throw kernels::KernelError(ErrorCode::WORKER_DIED, host_ + " did not answer: " + describe(status));
+        }
+        if (reply.code() > ERROR_CODE_MAX) {
+            throw kernels::KernelError(ErrorCode::KERNEL_FAILED,
+                                       host_ + " answered with unknown error code " + std::to_string(reply.code()));
+        }
+        if (reply.code() != static_cast<std::uint32_t>(ErrorCode::OK)) {
+            throw kernels::KernelError(static_cast<ErrorCode>(reply.code()), host_ + ": " + reply.message());
+        }
+        std::string message = reply.message();
+        if (create) {
+            if (reply.buffer_descriptor().size() != sizeof(BufferDescriptor)) {
+                throw kernels::KernelError(ErrorCode::INVALID_DESCRIPTOR,
+                                           host_ + " answered a buffer creation with " +
+                                               std::to_string(reply.buffer_descriptor().size()) + " descriptor bytes");
+            }
+            message = remote_buffer_hex(reply.buffer_descriptor());
+        }
+        const worker::FrameDone done = defer();
+        done(ErrorCode::OK, message, 0, 0);
+        return true;
     }
 
     void bind() override {} // the node's own workers map what the task names, on its host

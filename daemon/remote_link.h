@@ -9,6 +9,11 @@
 // and exits, so that its supervisor fails the tasks in flight WORKER_DIED naming the host and starts the link
 // again with back-off. A host that comes back is attached as a new session.
 //
+// Buffers of the host are made and released through the link too: its supervisor sends the control frames
+// REMOTE_BUFFER_CREATE (int64 scalars: bytes, access) and REMOTE_BUFFER_RELEASE (one tensor over the buffer),
+// which the link turns into Buffer calls of its session. A creation's frame completes with the node's descriptor
+// as hex in its message; the supervisor reads it back with remote_buffer_descriptor (daemon/remote_call.h).
+//
 // Thread safety: run_remote_link owns the process it runs in.
 
 #include "config/config.h"
@@ -16,8 +21,12 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace canopy::daemon {
+
+inline constexpr std::string_view REMOTE_BUFFER_CREATE = "@remote_buffer_create";
+inline constexpr std::string_view REMOTE_BUFFER_RELEASE = "@remote_buffer_release";
 
 // The exit status of a link whose host was lost.
 inline constexpr int LINK_LOST_EXIT_CODE = 75;

@@ -6,6 +6,7 @@
 #include "protocol/task_args.h"
 #include "remote/canopy_remote.grpc.pb.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -251,6 +252,76 @@ public:
         return reactor;
     }
 
+    // Creates or releases a POSIX_SHM buffer for the current session. The creation runs without mu_ held (reserving
+    // a large buffer's pages takes a while, and heartbeats go out under mu_); a buffer whose session ended
+    // meanwhile is released at once.
+    grpc::ServerUnaryReactor* Buffer(grpc::CallbackServerContext* context, const pb::BufferCall* call,
+                                     pb::BufferReply* reply) override {
+        grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+        if (const auto error = peer_name_error(*context->auth_context(), serve_.tls)) {
+            reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error));
+            return reactor;
+        }
+        const auto answer = [&](ErrorCode code, const std::string& message) {
+            reply->set_code(static_cast<std::uint32_t>(code));
+            reply->set_message(message);
+            reactor->Finish(grpc::Status::OK);
+            return reactor;
+        };
+        const std::uint64_t session = call->session();
+        if (const std::string refusal = session_refusal(session); !refusal.empty()) {
+            return answer(ErrorCode::WORKER_DIED, refusal);
+        }
+        try {
+            const BufferCallRequest decoded = decode_buffer_call(*call);
+            if (decoded.create) {
+                BufferRequest request;
+                request.nbytes = decoded.nbytes;
+                request.access = decoded.access;
+                const BufferDescriptor d = supervisor_.create_buffer(request);
+                bool kept = false;
+                {
+                    std::lock_guard lock(mu_);
+                    if (session == current_) {
+                        session_buffers_[session].push_back(d.identity);
+                        kept = true;
+                    }
+                }
+                if (!kept) {
+                    (void)supervisor_.release_buffer(d.identity);
+                    return answer(ErrorCode::WORKER_DIED, "L4 session " + std::to_string(session) +
+                                                              " ended while its buffer was created");
+                }
+                log_->info("L4 session {}: created buffer {} ({} bytes)", session, to_string(d.identity), d.nbytes);
+                reply->set_buffer_descriptor(std::string(reinterpret_cast<const char*>(&d), sizeof d));
+                return answer(ErrorCode::OK, {});
+            }
+            {
+                const CanonicalIdentity id = decoded.release;
+                {
+                    std::lock_guard lock(mu_);
+                    auto& mine = session_buffers_[session];
+                    const auto it = std::find(mine.begin(), mine.end(), id);
+                    if (it == mine.end()) {
+                        return answer(ErrorCode::UNKNOWN_BUFFER,
+                                      "buffer " + to_string(id) + " is not a buffer of L4 session " +
+                                          std::to_string(session));
+                    }
+                    mine.erase(it);
+                }
+                const auto warning = supervisor_.release_buffer(id);
+                log_->info("L4 session {}: released buffer {}", session, to_string(id));
+                return answer(ErrorCode::OK, warning.value_or(""));
+            }
+        } catch (const RequestError& e) {
+            return answer(e.code(), e.what());
+        } catch (const BufferCreateError& e) {
+            return answer(ErrorCode::BAD_REQUEST, e.what());
+        } catch (const WireError& e) {
+            return answer(e.code(), e.what());
+        }
+    }
+
     // Why a task of `session` is not taken, or "" when that session is the current one.
     std::string session_refusal(std::uint64_t session) const {
         std::lock_guard lock(mu_);
@@ -301,6 +372,28 @@ private:
         }
     }
 
+    // The buffers a session made go with it: its L4 counts them lost once the session ended.
+    void release_session_buffers_locked(std::uint64_t session) {
+        const auto it = session_buffers_.find(session);
+        if (it == session_buffers_.end()) {
+            return;
+        }
+        for (const CanonicalIdentity& id : it->second) {
+            try {
+                if (const auto warning = supervisor_.release_buffer(id)) {
+                    log_->warn("L4 session {} ended: buffer {}: {}", session, to_string(id), *warning);
+                }
+            } catch (const std::exception& e) {
+                log_->warn("L4 session {} ended: buffer {} could not be released: {}", session, to_string(id),
+                           e.what());
+            }
+        }
+        if (!it->second.empty()) {
+            log_->info("L4 session {} ended: released its {} buffers", session, it->second.size());
+        }
+        session_buffers_.erase(it);
+    }
+
     void forget_done_locked() {
         std::vector<std::uint64_t> done;
         {
@@ -308,6 +401,7 @@ private:
             done.swap(done_);
         }
         for (const std::uint64_t id : done) {
+            release_session_buffers_locked(id);
             if (current_ == id) {
                 current_ = 0;
                 if (!stopped_) {
@@ -331,6 +425,7 @@ private:
     std::map<std::uint64_t, std::unique_ptr<SessionStream>> streams_;
     std::uint64_t current_ = 0;
     std::uint64_t last_id_ = 0;
+    std::map<std::uint64_t, std::vector<CanonicalIdentity>> session_buffers_; // what each live session made
     std::string last_refusal_;
     bool stopped_ = false;
     std::thread ticker_;

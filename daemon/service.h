@@ -86,6 +86,8 @@ private:
     void handle_buffer_fd(const nlohmann::json& request, const Reply& reply, const Peer& peer);
     void handle_module_load(const nlohmann::json& request, const Reply& reply);
     BufferDescriptor resolve_buffer(const std::string& id, const std::string& where) const;
+    // Throws UNREACHABLE_BUFFER for a buffer of a remote node's host, whose bytes are not on this one.
+    void require_local_bytes(const BufferInfo& info, const char* op) const;
     BufferInfo live_buffer(const nlohmann::json& request) const;
 
     // tasks (service_tasks.cpp)

@@ -54,6 +54,7 @@ std::vector<ipc::UniqueFd> backing_fds(const BufferInfo& info, const BufferRegis
 
 void Service::handle_buffer_fd(const nlohmann::json& request, const Reply& reply, const Peer& peer) {
     const BufferInfo info = live_buffer(request);
+    require_local_bytes(info, "buffer.fd");
     // The access grant (r, w, rw) bounds what tasks do with the buffer; its owner reads and writes the bytes from
     // the host whatever it is, here as with buffer.read and buffer.write.
     std::string access = "readwrite";

@@ -62,9 +62,11 @@ void Service::handle(const json& request, RawRun* run, const Peer& peer, Reply r
                                             : "";
             const bool large = request.contains("bytes") && request["bytes"].is_number_unsigned() &&
                                request["bytes"].get<std::uint64_t>() >= SLOW_CREATE_BYTES;
-            if (backend == "vmm" || backend == "symmetric" || large) {
-                // The chips of the buffer make it, after the tasks queued on them, and reserving a large shm
-                // object takes a while (about 1 s per GiB): answered from slow_.
+            const bool placed = request.contains("on");
+            if (backend == "vmm" || backend == "symmetric" || large || placed) {
+                // The chips of the buffer make it, after the tasks queued on them, reserving a large shm object
+                // takes a while (about 1 s per GiB), and a buffer on a remote node's host takes a round trip
+                // there: answered from slow_.
                 boost::asio::post(slow_, [this, request, reply, peer] {
                     try {
                         reply(handle_buffer_create(request, peer));
@@ -90,6 +92,22 @@ void Service::handle(const json& request, RawRun* run, const Peer& peer, Reply r
                     "; it is released when the module is replaced or the daemon stops");
             }
             access_.require_owner(peer, id, "buffer.release", "release");
+            if (supervisor_.registry().remote_host(id)) {
+                // Released by its host, a round trip away: answered from slow_.
+                boost::asio::post(slow_, [this, id, reply] {
+                    try {
+                        json answer = json::object();
+                        if (const auto warning = supervisor_.release_buffer(id)) {
+                            answer["warning"] = *warning;
+                        }
+                        access_.forget(id);
+                        reply(std::move(answer));
+                    } catch (...) {
+                        reply(error_of_current_exception());
+                    }
+                });
+                return;
+            }
             const auto warning = supervisor_.release_buffer(id);
             access_.forget(id);
             if (warning) {
@@ -172,11 +190,23 @@ BufferDescriptor Service::resolve_buffer(const std::string& id, const std::strin
     case BufferLookup::LIVE:
         return registry.find(identity)->descriptor;
     case BufferLookup::STALE:
+        if (const auto why = registry.stale_reason(identity)) {
+            throw RequestError(ErrorCode::STALE_BUFFER, where + ": " + *why);
+        }
         throw RequestError(ErrorCode::STALE_BUFFER, where + ": buffer " + id + " was released");
     case BufferLookup::UNKNOWN:
         break;
     }
     throw RequestError(ErrorCode::UNKNOWN_BUFFER, where + ": no buffer " + id);
+}
+
+void Service::require_local_bytes(const BufferInfo& info, const char* op) const {
+    if (const auto host = const_cast<Supervisor&>(supervisor_).registry().remote_host(info.descriptor.identity)) {
+        throw RequestError(ErrorCode::UNREACHABLE_BUFFER,
+                           std::string(op) + ": buffer " + to_string(info.descriptor.identity) +
+                               " is on the host of remote node " + *host +
+                               "; its bytes are read and written by tasks there, or through that host's own canopyd");
+    }
 }
 
 BufferInfo Service::live_buffer(const json& request) const {

@@ -67,6 +67,7 @@ void Service::handle_buffer_transfer(const json& request, const Reply& reply, bo
     }
     const bool read_attached = !write && wants_attachment(request);
     const BufferInfo info = live_buffer(request);
+    require_local_bytes(info, write ? "buffer.write" : "buffer.read");
     access_.require_owner(peer, info.descriptor.identity, write ? "buffer.write" : "buffer.read",
                           write ? "write the bytes of" : "read the bytes of");
     const std::uint64_t nbytes = info.descriptor.nbytes;

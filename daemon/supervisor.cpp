@@ -399,6 +399,12 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why, EndCau
                                                   died + " while running task " + std::to_string(task.task_id), 0, 0});
         }
         slot.in_flight.clear();
+        if (slot.spec.kind == ChildKind::REMOTE) {
+            // The session ended with the link, and the node released what the session made.
+            if (const std::size_t gone = buffers_.lose_remote(slot.path, slot.last_exit); gone > 0) {
+                log_->warn("{}: {} buffers on its host are stale: {}", slot.path, gone, slot.last_exit);
+            }
+        }
         fail_ordered_pending_locked(slot, results);
         slot.timed_out_task = 0;
         slot.deadline = Clock::time_point::max();

@@ -236,6 +236,9 @@ private:
     // Dups of the parent's fds of `d` for `requester`, fetched once and kept until the buffer's release.
     worker::VmmFds reexported_fds(const BufferDescriptor& d, const std::string& requester);
     BufferDescriptor create_symmetric(const BufferRequest& request);
+    BufferDescriptor create_remote_buffer(ChildSlot& slot, const BufferRequest& request);
+    // Sends control frame `kernel` with `args` to the link of remote node `slot` and waits for its result.
+    TaskResult remote_buffer_call(ChildSlot& slot, std::string_view kernel, const TaskArgs& args);
     // Has each chip create its copy of the pending device buffer `d` (rank = index in `chips` when
     // symmetric), waits for the results and the fds, then commits it; on any failure retires the identity
     // and throws RequestError.
@@ -257,6 +260,7 @@ private:
     void check_request(const Route& route, const TaskRequest& request) const;
     MappedArenas map_preloads();
     void check_buffer(const Route& route, const BufferDescriptor& d, std::size_t i) const;
+    void check_remote_buffer(const Route& route, const BufferDescriptor& d, std::size_t i) const;
     void enqueue(ChildSlot& slot, PendingTask task);
     // The task as its slot queues it; null (and `done` called) when it is refused at once.
     ChildSlot* prepare(TaskRequest& request, TaskCallback& done, PendingTask& task);

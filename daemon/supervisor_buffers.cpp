@@ -1,6 +1,8 @@
 // Buffers of this supervisor: host buffers it creates itself, device buffers (plain and symmetric) that its chips
 // create and hand over by fd, and releases, which every child hears of. The registry (daemon/buffer_registry.h)
 // keeps identities, the journal and the fd rendezvous; this file routes each creation to the chips that make it.
+#include "daemon/remote_call.h"
+#include "daemon/remote_link.h"
 #include "daemon/supervisor.h"
 #include "ipc/child_message.h"
 #include "ipc/fd_passing.h"
@@ -41,10 +43,17 @@ BufferDescriptor Supervisor::create_buffer(const BufferRequest& request) {
     if (!request.world.empty()) {
         return create_symmetric(request);
     }
-    if (!request.on.empty() && request.on != "/" && request.on != options_.path &&
-        resolve_any(request.on).slot->spec.kind == ChildKind::REMOTE) {
-        throw RequestError(ErrorCode::BAD_REQUEST, "buffers of remote node " + resolve_any(request.on).slot->path +
-                                                       " are created on its host, not through this supervisor");
+    if (!request.on.empty() && request.on != "/" && request.on != options_.path) {
+        const Route route = resolve_any(request.on);
+        if (route.slot->spec.kind == ChildKind::REMOTE) {
+            if (request.backend != Backend::POSIX_SHM || !route.target.empty()) {
+                throw RequestError(ErrorCode::BAD_REQUEST,
+                                   "a buffer on remote node " + route.slot->path +
+                                       " is a posix_shm buffer of its host (--on " + route.slot->spec.name +
+                                       "); its chips' device memory is not reachable from this L4");
+            }
+            return create_remote_buffer(*route.slot, request);
+        }
     }
     if (request.backend == Backend::POSIX_SHM) {
         if (!request.on.empty() && request.on != "/" && request.on != options_.path &&
@@ -164,14 +173,64 @@ BufferDescriptor Supervisor::create_symmetric(const BufferRequest& request) {
     return d;
 }
 
+// A POSIX_SHM buffer on the host of remote node `slot`, made by the node for the link's session.
+BufferDescriptor Supervisor::create_remote_buffer(ChildSlot& slot, const BufferRequest& request) {
+    TaskArgs args;
+    args.scalars.push_back(ScalarArg::i64(static_cast<std::int64_t>(request.nbytes)));
+    args.scalars.push_back(ScalarArg::i64(static_cast<std::int64_t>(request.access)));
+    const TaskResult r = remote_buffer_call(slot, REMOTE_BUFFER_CREATE, args);
+    if (!r.ok()) {
+        throw RequestError(r.code, "remote node " + slot.path + " could not create the buffer: " + r.message);
+    }
+    const BufferDescriptor d = remote_buffer_descriptor(r.message, "remote node " + slot.path);
+    if (Backend{d.backend} != Backend::POSIX_SHM || d.nbytes != request.nbytes || Access{d.access} != request.access ||
+        d.identity.owner_instance == buffers_.owner_instance()) {
+        throw RequestError(ErrorCode::INVALID_DESCRIPTOR, "remote node " + slot.path + " answered a creation of " +
+                                                              std::to_string(request.nbytes) +
+                                                              " bytes with a descriptor of another buffer");
+    }
+    buffers_.add_remote(d, slot.path);
+    log_->info("{}: buffer {} ({} bytes) created on its host", slot.path, to_string(d.identity), d.nbytes);
+    return d;
+}
+
+TaskResult Supervisor::remote_buffer_call(ChildSlot& slot, std::string_view kernel, const TaskArgs& args) {
+    auto promise = std::make_shared<std::promise<TaskResult>>();
+    auto result = promise->get_future();
+    enqueue(slot, PendingTask{next_task_id_++,
+                              std::string(kernel),
+                              "",
+                              {},
+                              encode_task_args(args),
+                              [promise](TaskResult r) { promise->set_value(std::move(r)); },
+                              CREATE_TIMEOUT,
+                              true});
+    return result.get();
+}
+
 std::optional<std::string> Supervisor::release_buffer(const CanonicalIdentity& id) {
     switch (buffers_.lookup(id)) {
     case BufferLookup::UNKNOWN:
         throw RequestError(ErrorCode::UNKNOWN_BUFFER, "no buffer " + to_string(id));
     case BufferLookup::STALE:
+        if (const auto why = buffers_.stale_reason(id)) {
+            throw RequestError(ErrorCode::STALE_BUFFER, *why);
+        }
         throw RequestError(ErrorCode::STALE_BUFFER, "buffer " + to_string(id) + " was already released");
     case BufferLookup::LIVE:
         break;
+    }
+    if (const auto host = buffers_.remote_host(id)) {
+        const BufferDescriptor d = buffers_.find(id)->descriptor;
+        TaskArgs args;
+        args.tensors.push_back({make_tensor(d, DataType::UINT8, {1}), TensorTag::INOUT});
+        const TaskResult r = remote_buffer_call(*resolve_any(*host).slot, REMOTE_BUFFER_RELEASE, args);
+        if (!r.ok()) {
+            throw RequestError(r.code, "remote node " + *host + " could not release buffer " + to_string(id) + ": " +
+                                           r.message);
+        }
+        buffers_.forget_remote(id);
+        return r.message.empty() ? std::nullopt : std::optional<std::string>(r.message);
     }
     std::optional<std::string> failure;
     try {

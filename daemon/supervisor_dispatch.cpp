@@ -142,12 +142,6 @@ void Supervisor::check_request(const Route& route, const TaskRequest& request) c
     if (request.kernel.empty() || request.kernel.front() == '@' || request.kernel.size() >= KERNEL_NAME_BYTES) {
         throw RequestError(ErrorCode::UNKNOWN_KERNEL, "no kernel named '" + request.kernel + "'");
     }
-    if (route.slot->spec.kind == ChildKind::REMOTE && !request.args.tensors.empty()) {
-        throw RequestError(ErrorCode::UNREACHABLE_BUFFER,
-                           arg_name(0) + ": buffer " + to_string(request.args.tensors[0].tensor.buffer.identity) +
-                               " is not on the host of remote node " + route.slot->path +
-                               ", which reaches only buffers of its own host");
-    }
     std::vector<kernels::BoundTensor> bound;
     for (std::size_t i = 0; i < request.args.tensors.size(); ++i) {
         const TensorArg& arg = request.args.tensors[i];
@@ -159,7 +153,11 @@ void Supervisor::check_request(const Route& route, const TaskRequest& request) c
         if (!is_valid(arg.tag)) {
             throw RequestError(ErrorCode::INVALID_TENSOR, arg_name(i) + ".tag: unknown tag");
         }
-        check_buffer(route, arg.tensor.buffer, i);
+        if (route.slot->spec.kind == ChildKind::REMOTE) {
+            check_remote_buffer(route, arg.tensor.buffer, i);
+        } else {
+            check_buffer(route, arg.tensor.buffer, i);
+        }
         check_access(arg, i);
         bound.push_back({&arg.tensor, arg.tag, nullptr});
     }
@@ -181,8 +179,40 @@ void Supervisor::check_request(const Route& route, const TaskRequest& request) c
     }
 }
 
+// A task for remote node route.slot reaches the buffers its host made for this L4, and no other.
+void Supervisor::check_remote_buffer(const Route& route, const BufferDescriptor& d, std::size_t i) const {
+    const auto host = buffers_.remote_host(d.identity);
+    if (host && *host == route.slot->path) {
+        if (!(buffers_.find(d.identity)->descriptor == d)) {
+            throw RequestError(ErrorCode::INVALID_DESCRIPTOR,
+                               arg_name(i) + ": descriptor does not match buffer " + to_string(d.identity));
+        }
+        return;
+    }
+    if (buffers_.lookup(d.identity) == BufferLookup::STALE) {
+        throw RequestError(ErrorCode::STALE_BUFFER, arg_name(i) + ": " +
+                                                        buffers_.stale_reason(d.identity)
+                                                            .value_or("buffer " + to_string(d.identity) +
+                                                                      " was released"));
+    }
+    throw RequestError(ErrorCode::UNREACHABLE_BUFFER,
+                       arg_name(i) + ": buffer " + to_string(d.identity) + " is not on the host of remote node " +
+                           route.slot->path + ", which reaches only buffers of its own host");
+}
+
 void Supervisor::check_buffer(const Route& route, const BufferDescriptor& d, std::size_t i) const {
     const bool ours = d.identity.owner_instance == buffers_.owner_instance();
+    if (!ours) {
+        if (const auto host = buffers_.remote_host(d.identity)) {
+            throw RequestError(ErrorCode::UNREACHABLE_BUFFER,
+                               arg_name(i) + ": buffer " + to_string(d.identity) + " is on the host of remote node " +
+                                   *host + ", which " + (route.slot ? route.path() : std::string("?")) +
+                                   " cannot reach");
+        }
+        if (const auto why = buffers_.stale_reason(d.identity)) {
+            throw RequestError(ErrorCode::STALE_BUFFER, arg_name(i) + ": " + *why);
+        }
+    }
     if (ours) {
         switch (buffers_.lookup(d.identity)) {
         case BufferLookup::UNKNOWN:

@@ -1,6 +1,7 @@
 // canopy_fuzz_seeds DIR: writes the seed corpus of the fuzz targets, DIR/fuzz_decode_task_args/*.bin
 // (valid TaskArgs blobs), DIR/fuzz_parse_identity/*.txt (valid identity strings) and DIR/fuzz_remote_call/*.bin
-// (TaskCall messages carrying those blobs, as an L4 sends them to its node). The output is
+// (TaskCall messages carrying those blobs, as an L4 sends them to its node), DIR/fuzz_remote_buffer/*.bin
+// (descriptors a node answers and the Buffer calls of an L4). The output is
 // committed under tests/fuzz/corpus/; rerun this after a change to the wire layout.
 
 #include "protocol/mailbox.h"
@@ -111,5 +112,24 @@ int main(int argc, char** argv) {
         const std::string text = to_string(ids[i]);
         write_file(identities / ("seed" + std::to_string(i) + ".txt"), text.data(), text.size());
     }
+    // Remote buffers: descriptors a node answers, and the Buffer calls its L4 makes.
+    const auto buffers = root / "fuzz_remote_buffer";
+    std::filesystem::create_directories(buffers);
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        const BufferDescriptor d = make_posix_shm_descriptor(ids[i], 4096u << i, Access::READWRITE, "cnpyfuzz");
+        write_file(buffers / ("seed" + std::to_string(n++) + ".bin"), &d, sizeof d);
+        canopy::remote::v1::BufferCall release;
+        release.set_session(i + 1);
+        release.set_release(std::string(reinterpret_cast<const char*>(&ids[i]), sizeof ids[i]));
+        const std::string bytes = release.SerializeAsString();
+        write_file(buffers / ("seed" + std::to_string(n++) + ".bin"), bytes.data(), bytes.size());
+    }
+    canopy::remote::v1::BufferCall create;
+    create.set_session(1);
+    create.set_create_bytes(1 << 20);
+    create.set_access(3);
+    const std::string bytes = create.SerializeAsString();
+    write_file(buffers / ("seed" + std::to_string(n++) + ".bin"), bytes.data(), bytes.size());
     return 0;
 }

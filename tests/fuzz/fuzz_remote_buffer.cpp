@@ -1,0 +1,53 @@
+// libFuzzer target: the bytes of a remote node's buffers that cross the link, on arbitrary input. The node
+// decodes a Buffer call of its L4 with decode_buffer_call; the L4 reads the descriptor a node answered with
+// remote_buffer_descriptor (daemon/remote_call.h), both from the input as it comes and from the input's own
+// bytes as hex.
+//
+// Invariants: decode_buffer_call either throws RequestError or returns a creation whose access is valid, or a
+// release of the call's 32 bytes; remote_buffer_descriptor either throws RequestError(INVALID_DESCRIPTOR) or
+// returns a descriptor that passes validate_descriptor and, from hex, holds exactly the bytes encoded.
+#include "daemon/remote_call.h"
+#include "remote/canopy_remote.pb.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+namespace {
+
+void check_descriptor(std::string_view hex, std::string_view bytes) {
+    try {
+        const canopy::BufferDescriptor d = canopy::daemon::remote_buffer_descriptor(hex, "remote node /fuzz");
+        canopy::validate_descriptor(d); // throws, and so crashes the run, if a bad descriptor got through
+        if (!bytes.empty() && (bytes.size() != sizeof d || std::memcmp(bytes.data(), &d, sizeof d) != 0)) {
+            std::abort();
+        }
+    } catch (const canopy::daemon::RequestError& e) {
+        if (e.code() != canopy::ErrorCode::INVALID_DESCRIPTOR) {
+            std::abort();
+        }
+    }
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    const std::string_view input(reinterpret_cast<const char*>(data), size);
+    check_descriptor(input, {});
+    check_descriptor(canopy::daemon::remote_buffer_hex(input), input);
+    canopy::remote::v1::BufferCall call;
+    if (call.ParseFromArray(data, static_cast<int>(size))) {
+        try {
+            const auto decoded = canopy::daemon::decode_buffer_call(call);
+            if (decoded.create ? !canopy::is_valid(decoded.access)
+                               : call.release().size() != sizeof decoded.release ||
+                                     std::memcmp(call.release().data(), &decoded.release, sizeof decoded.release) != 0) {
+                std::abort();
+            }
+        } catch (const canopy::daemon::RequestError&) {
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,88 @@
+// The decoders of what crosses a remote link (daemon/remote_call.h), on bytes a peer could send: each refusal
+// with its exact error, and what they accept read back exactly.
+#include "daemon/remote_call.h"
+#include "remote/canopy_remote.pb.h"
+
+#include <catch2/catch.hpp>
+#include <cstring>
+
+using namespace canopy;
+using daemon::RequestError;
+namespace pb = canopy::remote::v1;
+
+namespace {
+
+template <typename F>
+std::string refusal(F&& decode, ErrorCode expected) {
+    try {
+        decode();
+    } catch (const RequestError& e) {
+        CHECK(e.code() == expected);
+        return e.what();
+    }
+    FAIL("accepted");
+    return {};
+}
+
+CanonicalIdentity identity() {
+    CanonicalIdentity id{};
+    id.owner_instance[0] = 7;
+    id.buffer_id = 3;
+    id.generation = 2;
+    return id;
+}
+
+} // namespace
+
+TEST_CASE("a Buffer call is decoded, or refused naming its field", "[remote]") {
+    pb::BufferCall create;
+    create.set_session(1);
+    create.set_create_bytes(4096);
+    create.set_access(1);
+    const auto made = daemon::decode_buffer_call(create);
+    CHECK(made.create);
+    CHECK(made.nbytes == 4096);
+    CHECK(made.access == Access::READ);
+
+    const CanonicalIdentity id = identity();
+    pb::BufferCall release;
+    release.set_release(std::string(reinterpret_cast<const char*>(&id), sizeof id));
+    const auto released = daemon::decode_buffer_call(release);
+    CHECK(!released.create);
+    CHECK(released.release == id);
+
+    for (const std::uint32_t access : {0u, 4u, 256u + 3u}) {
+        create.set_access(access);
+        CHECK(refusal([&] { (void)daemon::decode_buffer_call(create); }, ErrorCode::BAD_REQUEST) ==
+              "buffer.access: " + std::to_string(access) + " is not 1, 2 or 3");
+    }
+    release.set_release(std::string(31, '\0'));
+    CHECK(refusal([&] { (void)daemon::decode_buffer_call(release); }, ErrorCode::BAD_REQUEST) ==
+          "buffer.release: 31 bytes for a 32-byte identity");
+    CHECK(refusal([&] { (void)daemon::decode_buffer_call(pb::BufferCall{}); }, ErrorCode::BAD_REQUEST) ==
+          "buffer: names neither create_bytes nor release");
+}
+
+TEST_CASE("the descriptor a node answers is read back exactly, or refused INVALID_DESCRIPTOR naming the node",
+          "[remote]") {
+    const BufferDescriptor d = make_posix_shm_descriptor(identity(), 4096, Access::READWRITE, "cnpytest");
+    const std::string hex = daemon::remote_buffer_hex(std::string_view(reinterpret_cast<const char*>(&d), sizeof d));
+    CHECK(hex.size() == 192);
+    const BufferDescriptor back = daemon::remote_buffer_descriptor(hex, "remote node /hb");
+    CHECK(back == d);
+
+    CHECK(refusal([&] { (void)daemon::remote_buffer_descriptor(hex.substr(2), "remote node /hb"); },
+                  ErrorCode::INVALID_DESCRIPTOR) ==
+          "the buffer remote node /hb created: 190 hex digits for a 96-byte descriptor");
+    std::string upper = hex;
+    upper[0] = 'G';
+    CHECK(refusal([&] { (void)daemon::remote_buffer_descriptor(upper, "remote node /hb"); },
+                  ErrorCode::INVALID_DESCRIPTOR) == "the buffer remote node /hb created: a descriptor that is not hex");
+    BufferDescriptor bad = d;
+    bad.magic ^= 1;
+    const std::string bad_hex =
+        daemon::remote_buffer_hex(std::string_view(reinterpret_cast<const char*>(&bad), sizeof bad));
+    CHECK_THAT(refusal([&] { (void)daemon::remote_buffer_descriptor(bad_hex, "remote node /hb"); },
+                       ErrorCode::INVALID_DESCRIPTOR),
+               Catch::StartsWith("the buffer remote node /hb created: ") && Catch::Contains("magic"));
+}
