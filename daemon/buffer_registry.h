@@ -23,9 +23,9 @@
 #include "protocol/descriptor.h"
 #include "protocol/tensor.h"
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
-#include <array>
 #include <cstdint>
 #include <map>
 #include <mutex>

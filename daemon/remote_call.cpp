@@ -67,8 +67,7 @@ BufferDescriptor remote_buffer_descriptor(std::string_view hex, const std::strin
     };
     BufferDescriptor d{};
     if (hex.size() != 2 * sizeof d) {
-        throw refuse(std::to_string(hex.size()) + " hex digits for a " + std::to_string(sizeof d) +
-                     "-byte descriptor");
+        throw refuse(std::to_string(hex.size()) + " hex digits for a " + std::to_string(sizeof d) + "-byte descriptor");
     }
     const auto nibble = [&](char c) -> unsigned {
         if (c >= '0' && c <= '9') {

@@ -1,7 +1,6 @@
 #include "daemon/remote_link.h"
 
 #include "daemon/remote_call.h"
-
 #include "daemon/remote_credentials.h"
 #include "daemon/remote_server.h"
 #include "daemon/supervisor.h"

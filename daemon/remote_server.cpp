@@ -289,8 +289,8 @@ public:
                 }
                 if (!kept) {
                     (void)supervisor_.release_buffer(d.identity);
-                    return answer(ErrorCode::WORKER_DIED, "L4 session " + std::to_string(session) +
-                                                              " ended while its buffer was created");
+                    return answer(ErrorCode::WORKER_DIED,
+                                  "L4 session " + std::to_string(session) + " ended while its buffer was created");
                 }
                 log_->info("L4 session {}: created buffer {} ({} bytes)", session, to_string(d.identity), d.nbytes);
                 reply->set_buffer_descriptor(std::string(reinterpret_cast<const char*>(&d), sizeof d));
@@ -303,9 +303,9 @@ public:
                     auto& mine = session_buffers_[session];
                     const auto it = std::find(mine.begin(), mine.end(), id);
                     if (it == mine.end()) {
-                        return answer(ErrorCode::UNKNOWN_BUFFER,
-                                      "buffer " + to_string(id) + " is not a buffer of L4 session " +
-                                          std::to_string(session));
+                        return answer(ErrorCode::UNKNOWN_BUFFER, "buffer " + to_string(id) +
+                                                                     " is not a buffer of L4 session " +
+                                                                     std::to_string(session));
                     }
                     mine.erase(it);
                 }

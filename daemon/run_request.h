@@ -62,9 +62,9 @@ struct RawTask {
 };
 
 struct RawRun {
-    bool single = false;             // "submit": one task
-    std::vector<RawTask> tasks;      // in the request's order
-    nlohmann::json head;             // {"op", and "id", "wait", "progress" where given}: what handlers read
+    bool single = false;        // "submit": one task
+    std::vector<RawTask> tasks; // in the request's order
+    nlohmann::json head;        // {"op", and "id", "wait", "progress" where given}: what handlers read
 };
 
 // The request in `body`, when it is a run or submit request of the plain form above; nullptr otherwise.

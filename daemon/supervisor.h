@@ -265,8 +265,7 @@ private:
     // The task as its slot queues it; null (and `done` called) when it is refused at once.
     ChildSlot* prepare(TaskRequest& request, TaskCallback& done, PendingTask& task);
     // Queues `task` or collects its refusal in `rejected`. REQUIRES slot.mu; fill_locked is left to the caller.
-    void enqueue_locked(ChildSlot& slot, PendingTask& task,
-                        std::vector<std::pair<TaskCallback, TaskResult>>& rejected);
+    void enqueue_locked(ChildSlot& slot, PendingTask& task, std::vector<std::pair<TaskCallback, TaskResult>>& rejected);
     // Fails a task refused before it was queued, keeping the failure if it asked for that.
     void reject(std::uint64_t task_id, bool keep_failure, ErrorCode code, const std::string& message,
                 TaskCallback& done);

@@ -190,14 +190,14 @@ void Supervisor::check_remote_buffer(const Route& route, const BufferDescriptor&
         return;
     }
     if (buffers_.lookup(d.identity) == BufferLookup::STALE) {
-        throw RequestError(ErrorCode::STALE_BUFFER, arg_name(i) + ": " +
-                                                        buffers_.stale_reason(d.identity)
-                                                            .value_or("buffer " + to_string(d.identity) +
-                                                                      " was released"));
+        throw RequestError(
+            ErrorCode::STALE_BUFFER,
+            arg_name(i) + ": " +
+                buffers_.stale_reason(d.identity).value_or("buffer " + to_string(d.identity) + " was released"));
     }
-    throw RequestError(ErrorCode::UNREACHABLE_BUFFER,
-                       arg_name(i) + ": buffer " + to_string(d.identity) + " is not on the host of remote node " +
-                           route.slot->path + ", which reaches only buffers of its own host");
+    throw RequestError(ErrorCode::UNREACHABLE_BUFFER, arg_name(i) + ": buffer " + to_string(d.identity) +
+                                                          " is not on the host of remote node " + route.slot->path +
+                                                          ", which reaches only buffers of its own host");
 }
 
 void Supervisor::check_buffer(const Route& route, const BufferDescriptor& d, std::size_t i) const {

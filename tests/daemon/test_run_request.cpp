@@ -57,8 +57,8 @@ void check_both_paths(const std::string& body) {
     }
     const auto given = [&](const char* key) { return general.contains(key) ? std::size_t{1} : std::size_t{0}; };
     CHECK(fast.request.size() == 1 + given("id") + given("wait") + given("progress"));
-    std::vector<json> tasks = fast.run->single ? std::vector<json>{general["task"]}
-                                               : general["graph"]["tasks"].get<std::vector<json>>();
+    std::vector<json> tasks =
+        fast.run->single ? std::vector<json>{general["task"]} : general["graph"]["tasks"].get<std::vector<json>>();
     REQUIRE(tasks.size() == fast.run->tasks.size());
     for (std::size_t i = 0; i < tasks.size(); ++i) {
         const Outcome expected = outcome([&] { return daemon::parse_task(tasks[i], resolve, "tasks[0]"); });
@@ -83,13 +83,15 @@ std::string graph(const std::string& tasks) {
 
 TEST_CASE("the fast path reads a run or submit request exactly as the general path does", "[run_request]") {
     check_both_paths(graph(R"({"name":"a","kernel":"fill","on":"sub0","args":[)" +
-                           tensor(R"("dtype":"float32","shape":[4,4])", "output") + R"(,{"scalar":{"float32":1.5}}]})"));
+                           tensor(R"("dtype":"float32","shape":[4,4])", "output") +
+                           R"(,{"scalar":{"float32":1.5}}]})"));
     // Strides, an offset, each tag, names given and omitted, tasks without args.
-    check_both_paths(graph(R"({"kernel":"copy","on":"/chip0","args":[)" +
-                           tensor(R"("dtype":"int8","shape":[4,8],"strides":[16,2],"byte_offset":3)") + "," +
-                           tensor(R"("byte_offset":100,"shape":[32],"dtype":"int8")", "output") + "]}," +
-                           R"({"kernel":"sleep_ms","on":"sub1"},{"name":"x y \u00e9","on":"sub0","kernel":"scale","args":[)" +
-                           tensor(R"("dtype":"float64","shape":[2])", "inout") + R"(,{"scalar":{"float64":-2.5e-300}}]})"));
+    check_both_paths(
+        graph(R"({"kernel":"copy","on":"/chip0","args":[)" +
+              tensor(R"("dtype":"int8","shape":[4,8],"strides":[16,2],"byte_offset":3)") + "," +
+              tensor(R"("byte_offset":100,"shape":[32],"dtype":"int8")", "output") + "]}," +
+              R"({"kernel":"sleep_ms","on":"sub1"},{"name":"x y \u00e9","on":"sub0","kernel":"scale","args":[)" +
+              tensor(R"("dtype":"float64","shape":[2])", "inout") + R"(,{"scalar":{"float64":-2.5e-300}}]})"));
     // Scalars at their bounds: int64's ends, float32's largest finite (a double that rounds to FLT_MAX), -0 as
     // an integer literal, integers where a float is asked for.
     check_both_paths(graph(R"({"kernel":"sleep_ms","on":"sub0","args":[{"scalar":{"int64":-9223372036854775808}},)"
@@ -97,14 +99,14 @@ TEST_CASE("the fast path reads a run or submit request exactly as the general pa
                            R"({"scalar":{"float32":3.4028235677973362e38}},{"scalar":{"float32":-0}},)"
                            R"({"scalar":{"float64":18446744073709551615}},{"scalar":{"float32":7}}]})"));
     // Every dtype; shapes and offsets at their bounds (the gate then refuses them, as parse_task's does).
-    for (const char* dtype : {"float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32", "int64"}) {
+    for (const char* dtype :
+         {"float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32", "int64"}) {
         check_both_paths(graph(R"({"kernel":"fill","on":"sub0","args":[)" +
                                tensor(std::string(R"("dtype":")") + dtype + R"(","shape":[3,1,2])", "output") + "]}"));
     }
-    check_both_paths(graph(R"({"kernel":"fill","on":"sub0","args":[)" +
-                           tensor(R"("dtype":"uint8","shape":[4294967295],"byte_offset":18446744073709551615)",
-                                  "output") +
-                           "]}"));
+    check_both_paths(
+        graph(R"({"kernel":"fill","on":"sub0","args":[)" +
+              tensor(R"("dtype":"uint8","shape":[4294967295],"byte_offset":18446744073709551615)", "output") + "]}"));
     // The head: every kind of id, wait and progress.
     const std::string task = R"({"kernel":"sleep_ms","on":"sub0","args":[{"scalar":{"int64":0}}]})";
     check_both_paths(R"({"op":"submit","task":)" + task + "}");
@@ -181,34 +183,37 @@ TEST_CASE("the fast path leaves every other body to the general path, which word
         {"an argument with both", task_with(R"("kernel":"fill","on":"sub0","args":[{"tensor":{},"scalar":{}}])")},
         {"a tensor without a tag",
          task_with(R"("kernel":"fill","on":"sub0","args":[{"tensor":{"buffer":"b","dtype":"int8","shape":[1]}}])")},
-        {"a scalar with a tag", task_with(R"("kernel":"fill","on":"sub0","args":[{"scalar":{"int64":1},"tag":"input"}])")},
+        {"a scalar with a tag",
+         task_with(R"("kernel":"fill","on":"sub0","args":[{"scalar":{"int64":1},"tag":"input"}])")},
         {"an argument with another key",
          task_with(R"("kernel":"fill","on":"sub0","args":[{"scalar":{"int64":1},"x":1}])")},
-        {"a tensor after a scalar", task_with(R"("kernel":"fill","on":"sub0","args":[{"scalar":{"int64":1}},)" +
-                                              ok_tensor + "]")},
+        {"a tensor after a scalar",
+         task_with(R"("kernel":"fill","on":"sub0","args":[{"scalar":{"int64":1}},)" + ok_tensor + "]")},
         {"an unknown tag", task_with(R"("kernel":"fill","on":"sub0","args":[)" +
                                      tensor(R"("dtype":"float32","shape":[4])", "out") + "]")},
-        {"an unknown dtype", task_with(R"("kernel":"fill","on":"sub0","args":[)" +
-                                       tensor(R"("dtype":"float8","shape":[4])") + "]")},
-        {"a tensor without a shape", task_with(R"("kernel":"fill","on":"sub0","args":[)" +
-                                               tensor(R"("dtype":"float32")") + "]")},
-        {"an empty shape", task_with(R"("kernel":"fill","on":"sub0","args":[)" +
-                                     tensor(R"("dtype":"float32","shape":[])") + "]")},
+        {"an unknown dtype",
+         task_with(R"("kernel":"fill","on":"sub0","args":[)" + tensor(R"("dtype":"float8","shape":[4])") + "]")},
+        {"a tensor without a shape",
+         task_with(R"("kernel":"fill","on":"sub0","args":[)" + tensor(R"("dtype":"float32")") + "]")},
+        {"an empty shape",
+         task_with(R"("kernel":"fill","on":"sub0","args":[)" + tensor(R"("dtype":"float32","shape":[])") + "]")},
         {"a shape past MAX_DIMS", task_with(R"("kernel":"fill","on":"sub0","args":[)" +
                                             tensor(R"("dtype":"float32","shape":[1,1,1,1,1,1,1,1,1])") + "]")},
         {"a dimension past 32 bits", task_with(R"("kernel":"fill","on":"sub0","args":[)" +
                                                tensor(R"("dtype":"float32","shape":[4294967296])") + "]")},
-        {"a float dimension", task_with(R"("kernel":"fill","on":"sub0","args":[)" +
-                                        tensor(R"("dtype":"float32","shape":[4.0])") + "]")},
+        {"a float dimension",
+         task_with(R"("kernel":"fill","on":"sub0","args":[)" + tensor(R"("dtype":"float32","shape":[4.0])") + "]")},
         {"a negative offset", task_with(R"("kernel":"fill","on":"sub0","args":[)" +
                                         tensor(R"("dtype":"float32","shape":[4],"byte_offset":-1)") + "]")},
         {"a duplicate shape", task_with(R"("kernel":"fill","on":"sub0","args":[)" +
                                         tensor(R"("dtype":"float32","shape":[4],"shape":[2])") + "]")},
-        {"an unknown tensor key", task_with(R"("kernel":"fill","on":"sub0","args":[)" +
-                                            tensor(R"("dtype":"float32","shape":[4],"x":0)") + "]")},
-        {"an int64 past its range", task_with(R"("kernel":"sleep_ms","on":"sub0","args":[{"scalar":{"int64":9223372036854775808}}])")},
+        {"an unknown tensor key",
+         task_with(R"("kernel":"fill","on":"sub0","args":[)" + tensor(R"("dtype":"float32","shape":[4],"x":0)") + "]")},
+        {"an int64 past its range",
+         task_with(R"("kernel":"sleep_ms","on":"sub0","args":[{"scalar":{"int64":9223372036854775808}}])")},
         {"a float int64", task_with(R"("kernel":"sleep_ms","on":"sub0","args":[{"scalar":{"int64":1.0}}])")},
-        {"a float32 past its range", task_with(R"("kernel":"fill","on":"sub0","args":[{"scalar":{"float32":3.4028235677973366e38}}])")},
+        {"a float32 past its range",
+         task_with(R"("kernel":"fill","on":"sub0","args":[{"scalar":{"float32":3.4028235677973366e38}}])")},
         {"a float of negative zero", task_with(R"("kernel":"fill","on":"sub0","args":[{"scalar":{"float64":-0.0}}])")},
         {"two scalar kinds", task_with(R"("kernel":"fill","on":"sub0","args":[{"scalar":{"int64":1,"float64":1}}])")},
         {"an unknown scalar kind", task_with(R"("kernel":"fill","on":"sub0","args":[{"scalar":{"int32":1}}])")},

@@ -131,8 +131,8 @@ void check_fast_path(std::string_view body, canopy::daemon::RawRun& run, const j
 
 } // namespace
 
-// A body is a request ({"op": "submit", "task": TASK} or {"op": "run", "graph": {"tasks": [TASK...]}}), or, as the seeds
-// of the task decoder are, a TASK itself.
+// A body is a request ({"op": "submit", "task": TASK} or {"op": "run", "graph": {"tasks": [TASK...]}}), or, as the
+// seeds of the task decoder are, a TASK itself.
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string_view body(reinterpret_cast<const char*>(data), size);
     const auto parsed = canopy::daemon::parse_request(body);

@@ -41,9 +41,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (call.ParseFromArray(data, static_cast<int>(size))) {
         try {
             const auto decoded = canopy::daemon::decode_buffer_call(call);
-            if (decoded.create ? !canopy::is_valid(decoded.access)
-                               : call.release().size() != sizeof decoded.release ||
-                                     std::memcmp(call.release().data(), &decoded.release, sizeof decoded.release) != 0) {
+            if (decoded.create
+                    ? !canopy::is_valid(decoded.access)
+                    : call.release().size() != sizeof decoded.release ||
+                          std::memcmp(call.release().data(), &decoded.release, sizeof decoded.release) != 0) {
                 std::abort();
             }
         } catch (const canopy::daemon::RequestError&) {

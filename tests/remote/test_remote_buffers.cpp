@@ -59,8 +59,8 @@ TEST_CASE("a buffer created on a remote node's host is used by tasks there and r
     CHECK(listed);
 
     // Tasks on the host's workers reach it: fill on the sub, scale on the chip; the bytes are on the host.
-    CHECK(rack.cli_json({"submit", "fill", "--on", "hb/sub0", "--out", id + ":float32:1024", "--scalar",
-                         "float32:2.5", "--wait"})
+    CHECK(rack.cli_json({"submit", "fill", "--on", "hb/sub0", "--out", id + ":float32:1024", "--scalar", "float32:2.5",
+                         "--wait"})
               .at("state") == "completed");
     CHECK(rack.cli_json({"submit", "scale", "--on", "hb/chip0", "--inout", id + ":float32:1024", "--scalar",
                          "float32:2", "--wait"})
@@ -72,8 +72,8 @@ TEST_CASE("a buffer created on a remote node's host is used by tasks there and r
     CHECK(std::count(values.begin(), values.end(), 5.0f) == 1024);
 
     // The L4's own workers cannot reach it, nor can the L4 read its bytes or hand out its fd.
-    Output o = rack.cli({"submit", "fill", "--on", "sub0", "--out", id + ":float32:1024", "--scalar", "float32:1",
-                         "--wait", "--json"});
+    Output o = rack.cli(
+        {"submit", "fill", "--on", "sub0", "--out", id + ":float32:1024", "--scalar", "float32:1", "--wait", "--json"});
     CHECK(o.rc != 0);
     CHECK(error_code_of(o.json()) == "UNREACHABLE_BUFFER");
     CHECK_THAT(error_message_of(o.json()),
@@ -93,8 +93,8 @@ TEST_CASE("a buffer created on a remote node's host is used by tasks there and r
     o = hb.cli({"buffer", "show", id, "--json"});
     CHECK(o.rc != 0);
     CHECK(error_code_of(o.json()) == "STALE_BUFFER");
-    o = rack.cli({"submit", "fill", "--on", "hb/sub0", "--out", id + ":float32:1024", "--scalar", "float32:1",
-                  "--wait", "--json"});
+    o = rack.cli({"submit", "fill", "--on", "hb/sub0", "--out", id + ":float32:1024", "--scalar", "float32:1", "--wait",
+                  "--json"});
     CHECK(o.rc != 0);
     CHECK(error_code_of(o.json()) == "STALE_BUFFER");
     CHECK_THAT(error_message_of(o.json()), Catch::Contains("was released"));
@@ -144,7 +144,7 @@ TEST_CASE("a remote host's buffers go stale with its session, and the node relea
     CHECK(error_code_of(released.json()) == "STALE_BUFFER");
     // A buffer of the new incarnation works as any.
     const std::string fresh = rack.cli_json({"buffer", "create", "--bytes", "64", "--on", "hb"}).at("id");
-    CHECK(rack.cli_json({"submit", "fill", "--on", "hb/sub0", "--out", fresh + ":float32:16", "--scalar",
-                         "float32:1", "--wait"})
+    CHECK(rack.cli_json({"submit", "fill", "--on", "hb/sub0", "--out", fresh + ":float32:16", "--scalar", "float32:1",
+                         "--wait"})
               .at("state") == "completed");
 }
