@@ -327,11 +327,12 @@ bool read_graph(dom::element e, std::vector<RawTask>& out) {
     return true;
 }
 
-} // namespace
+// A parser keeps the room of the largest body it read, several times that body's size; from this size on it is
+// given back after the request.
+constexpr std::size_t KEEP_PARSER_BYTES = std::size_t{1} << 20;
 
-std::unique_ptr<RawRun> scan_run_request(std::string_view body) {
+std::unique_ptr<RawRun> scan(dom::parser& parser, std::string_view body) {
     enum : unsigned { OP = 1, ID = 2, WAIT = 4, PROGRESS = 8, GRAPH = 16, TASK = 32 };
-    thread_local dom::parser parser;
     dom::element doc;
     dom::object top;
     if (parser.parse(body.data(), body.size()).get(doc) != simdjson::SUCCESS ||
@@ -370,6 +371,17 @@ std::unique_ptr<RawRun> scan_run_request(std::string_view body) {
         return nullptr;
     }
     run->head["op"] = std::string(op);
+    return run;
+}
+
+} // namespace
+
+std::unique_ptr<RawRun> scan_run_request(std::string_view body) {
+    thread_local dom::parser parser;
+    std::unique_ptr<RawRun> run = scan(parser, body);
+    if (parser.capacity() > KEEP_PARSER_BYTES) {
+        parser = dom::parser{};
+    }
     return run;
 }
 
