@@ -40,6 +40,7 @@ struct PendingTask {
     bool enforce_timeout = false;       // false when a nested supervisor enforces it below
     std::vector<std::uint64_t> after{}; // TaskRequest::after
     bool keep_failure = false;          // TaskRequest::keep_failure
+    std::uint64_t group = 0;            // TaskRequest::group
 };
 
 // One incarnation of a child process.

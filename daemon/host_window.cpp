@@ -42,12 +42,8 @@ HostWindow map_window(const BufferInfo& info, const BufferRegistry& registry, st
                       std::uint64_t length, bool write) {
     const BufferDescriptor& d = info.descriptor;
     switch (Backend{d.backend}) {
-    case Backend::POSIX_SHM: {
-        const std::string path = "/" + std::string(shm_name(d));
-        ipc::UniqueFd fd(
-            ipc::sys_check(::shm_open(path.c_str(), (write ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0), "shm_open"));
-        return map_fd_range(fd.get(), offset, length, write);
-    }
+    case Backend::POSIX_SHM:
+        return map_shm_window(d, offset, length, write);
     case Backend::SIM_VMM: {
         auto fds = registry.dup_fds(d.identity);
         if (fds.empty()) {
@@ -69,6 +65,12 @@ HostWindow map_window(const BufferInfo& info, const BufferRegistry& registry, st
         break;
     }
     throw std::logic_error("cuda_vmm buffers are read and written through a staging buffer");
+}
+
+HostWindow map_shm_window(const BufferDescriptor& d, std::uint64_t offset, std::uint64_t length, bool write) {
+    const std::string path = "/" + std::string(shm_name(d));
+    ipc::UniqueFd fd(ipc::sys_check(::shm_open(path.c_str(), (write ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0), "shm_open"));
+    return map_fd_range(fd.get(), offset, length, write);
 }
 
 std::vector<TensorArg> byte_range_views(const BufferDescriptor& buffer, std::uint64_t offset, std::uint64_t length,

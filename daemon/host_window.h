@@ -33,6 +33,9 @@ struct HostWindow {
 HostWindow map_window(const BufferInfo& info, const BufferRegistry& registry, std::uint64_t offset,
                       std::uint64_t length, bool write);
 
+// The same for a POSIX_SHM descriptor alone, opened by its name (the remote link maps its L4's buffers so).
+HostWindow map_shm_window(const BufferDescriptor& d, std::uint64_t offset, std::uint64_t length, bool write);
+
 // [offset, offset + length) of `buffer` as uint8 views tagged `tag`, each at most 2^32 - 1 bytes (a view's shape
 // is 32 bits): what a transfer or a hand-over orders after. REQUIRES: length > 0 and the range lies in the buffer.
 std::vector<TensorArg> byte_range_views(const BufferDescriptor& buffer, std::uint64_t offset, std::uint64_t length,

@@ -49,6 +49,55 @@ BufferCallRequest decode_buffer_call(const canopy::remote::v1::BufferCall& call)
     }
 }
 
+namespace {
+
+ByteRange decode_range(const std::string& buffer, std::uint64_t offset, std::uint64_t length, const char* what) {
+    ByteRange out;
+    if (buffer.size() != sizeof out.buffer) {
+        throw RequestError(ErrorCode::BAD_REQUEST, std::string(what) + ".buffer: " + std::to_string(buffer.size()) +
+                                                       " bytes for a 32-byte identity");
+    }
+    std::memcpy(&out.buffer, buffer.data(), sizeof out.buffer);
+    if (length == 0) {
+        throw RequestError(ErrorCode::BAD_REQUEST, std::string(what) + ".length: 0 bytes");
+    }
+    if (offset > UINT64_MAX - length) {
+        throw RequestError(ErrorCode::BAD_REQUEST, std::string(what) + ": offset " + std::to_string(offset) +
+                                                       " + length " + std::to_string(length) + " overflows");
+    }
+    out.offset = offset;
+    out.length = length;
+    return out;
+}
+
+} // namespace
+
+ByteRange decode_read_call(const canopy::remote::v1::ReadCall& call) {
+    return decode_range(call.buffer(), call.offset(), call.length(), "read");
+}
+
+ByteRange decode_write_head(const canopy::remote::v1::Chunk& chunk) {
+    const ByteRange range = decode_range(chunk.buffer(), chunk.offset(), chunk.length(), "write");
+    if (chunk.data().size() > MAX_CHUNK_BYTES) {
+        throw RequestError(ErrorCode::BAD_REQUEST, "write.data: " + std::to_string(chunk.data().size()) +
+                                                       " bytes in one chunk; at most " +
+                                                       std::to_string(MAX_CHUNK_BYTES));
+    }
+    if (chunk.data().size() > range.length) {
+        throw RequestError(ErrorCode::BAD_REQUEST, "write.data: " + std::to_string(chunk.data().size()) +
+                                                       " bytes for a range of " + std::to_string(range.length));
+    }
+    return range;
+}
+
+void check_range(const ByteRange& range, std::uint64_t nbytes) {
+    if (range.offset > nbytes || range.length > nbytes - range.offset) {
+        throw RequestError(ErrorCode::BAD_REQUEST, std::to_string(range.length) + " bytes at offset " +
+                                                       std::to_string(range.offset) + " run past the end of the " +
+                                                       std::to_string(nbytes) + "-byte buffer");
+    }
+}
+
 std::string remote_buffer_hex(std::string_view descriptor_bytes) {
     static constexpr char DIGITS[] = "0123456789abcdef";
     std::string out;

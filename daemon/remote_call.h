@@ -20,6 +20,8 @@
 namespace canopy::remote::v1 {
 class TaskCall;
 class BufferCall;
+class ReadCall;
+class Chunk;
 } // namespace canopy::remote::v1
 
 namespace canopy::daemon {
@@ -39,6 +41,25 @@ struct BufferCallRequest {
 // Throws RequestError(BAD_REQUEST) naming the field: no operation, an access outside 1..3, a release that is not
 // 32 bytes.
 BufferCallRequest decode_buffer_call(const canopy::remote::v1::BufferCall& call);
+
+// The most data bytes one Chunk of a Read or a Write carries.
+inline constexpr std::uint64_t MAX_CHUNK_BYTES = std::uint64_t{1} << 20;
+
+// The bytes of a buffer a Read or a Write moves: [offset, offset + length) of `buffer`.
+struct ByteRange {
+    CanonicalIdentity buffer{};
+    std::uint64_t offset = 0;
+    std::uint64_t length = 0;
+};
+
+// A Read call's range, and the range the first chunk of a Write names. Throws RequestError(BAD_REQUEST) naming the
+// field: a buffer that is not a 32-byte identity, a length of 0, a range whose end is past 2^64 - 1, and for a
+// Write a first chunk with more data than MAX_CHUNK_BYTES or than its length. Whether the range lies in the buffer
+// is for the node to check against the buffer it names (check_range).
+ByteRange decode_read_call(const canopy::remote::v1::ReadCall& call);
+ByteRange decode_write_head(const canopy::remote::v1::Chunk& chunk);
+// Throws RequestError(BAD_REQUEST) when `range` runs past the end of a buffer of `nbytes`.
+void check_range(const ByteRange& range, std::uint64_t nbytes);
 
 // The bytes of a descriptor as lowercase hex, two characters a byte.
 std::string remote_buffer_hex(std::string_view descriptor_bytes);

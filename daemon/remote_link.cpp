@@ -1,5 +1,6 @@
 #include "daemon/remote_link.h"
 
+#include "daemon/host_window.h"
 #include "daemon/remote_call.h"
 #include "daemon/remote_credentials.h"
 #include "daemon/remote_server.h"
@@ -12,6 +13,8 @@
 #include "worker/kernels/kernel_error.h"
 #include "worker/worker_loop.h"
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -138,7 +141,14 @@ public:
             std::lock_guard lock(mu_);
             cv_.notify_all();
         }
-        for (std::thread* t : {&reader_, &watchdog_, &control_reader_}) {
+        {
+            std::lock_guard lock(transfer_mu_);
+            if (transfer_context_ != nullptr) {
+                transfer_context_->TryCancel();
+            }
+            transfer_cv_.notify_all();
+        }
+        for (std::thread* t : {&reader_, &watchdog_, &control_reader_, &transfer_thread_}) {
             if (t->joinable()) {
                 t->join();
             }
@@ -255,6 +265,10 @@ protected:
     void bind() override {} // the node's own workers map what the task names, on its host
 
     void execute(std::string_view kernel, const LaunchConfig& launch) override {
+        if (kernel == "copy" && crosses_hosts()) {
+            queue_transfer();
+            return;
+        }
         pb::TaskCall call;
         const std::uint64_t call_id = ++last_call_;
         call.set_session(session_);
@@ -273,6 +287,192 @@ protected:
     }
 
 private:
+    // One copy between a POSIX_SHM buffer of this host and a buffer of the node's, run on the transfer thread.
+    struct Transfer {
+        bool pull = false; // node to this host (a Read); else this host to the node (a Write)
+        BufferDescriptor local{};
+        std::uint64_t local_offset = 0;
+        CanonicalIdentity remote{};
+        std::uint64_t remote_offset = 0;
+        std::uint64_t bytes = 0;
+        std::uint32_t timeout_ms = 0;
+        std::optional<worker::FrameDone> done;
+    };
+
+    bool on_node(const BufferDescriptor& d) const noexcept { return d.identity.owner_instance == node_owner_; }
+
+    bool crosses_hosts() const noexcept {
+        return std::any_of(args_.tensors.begin(), args_.tensors.end(),
+                           [&](const TensorArg& a) { return !on_node(a.tensor.buffer); });
+    }
+
+    // A copy whose one side is a buffer of this host: checked here, its bytes moved by the transfer thread.
+    void queue_transfer() {
+        if (args_.tensors.size() != 2) {
+            throw kernels::KernelError(ErrorCode::BAD_REQUEST, "copy: expected two tensors");
+        }
+        const Tensor& in = args_.tensors[0].tensor;
+        const Tensor& out = args_.tensors[1].tensor;
+        const bool pull = on_node(in.buffer);
+        if (pull == on_node(out.buffer)) {
+            throw kernels::KernelError(ErrorCode::UNREACHABLE_BUFFER,
+                                       "copy: neither buffer is on " + host_ + ", so " + path_ + " cannot run it");
+        }
+        const Tensor& local = pull ? out : in;
+        if (Backend{local.buffer.backend} != Backend::POSIX_SHM) {
+            throw kernels::KernelError(ErrorCode::UNREACHABLE_BUFFER,
+                                       "copy across hosts: args[" + std::string(pull ? "1" : "0") + "] is a " +
+                                           to_string(Backend{local.buffer.backend}) + " buffer; a copy to or from " +
+                                           host_ + " reaches posix_shm buffers of this host");
+        }
+        if (!tensor_is_contiguous(in) || !tensor_is_contiguous(out) || in.dtype != out.dtype ||
+            tensor_element_count(in) != tensor_element_count(out)) {
+            throw kernels::KernelError(ErrorCode::BAD_REQUEST, "copy across hosts: both views must be contiguous, "
+                                                               "of one dtype and of one element count");
+        }
+        Transfer t;
+        t.pull = pull;
+        t.local = local.buffer;
+        t.local_offset = local.byte_offset;
+        const Tensor& remote = pull ? in : out;
+        t.remote = remote.buffer.identity;
+        t.remote_offset = remote.byte_offset;
+        t.bytes = tensor_extent_bytes(in);
+        t.timeout_ms = frame().timeout_ms;
+        t.done.emplace(defer());
+        std::lock_guard lock(transfer_mu_);
+        if (!transfer_thread_.joinable()) {
+            transfer_thread_ = std::thread([this] { transfer_loop(); });
+        }
+        transfers_.push_back(std::move(t));
+        transfer_cv_.notify_one();
+    }
+
+    void transfer_loop() {
+        std::unique_lock lock(transfer_mu_);
+        for (;;) {
+            transfer_cv_.wait(lock, [&] { return stopping_ || !transfers_.empty(); });
+            if (stopping_) {
+                return;
+            }
+            Transfer t = std::move(transfers_.front());
+            transfers_.pop_front();
+            lock.unlock();
+            const std::uint64_t start = worker::monotonic_ns();
+            const auto [code, message] = move_bytes(t);
+            (*t.done)(code, message, start, worker::monotonic_ns());
+            lock.lock();
+        }
+    }
+
+    // Moves the bytes of `t` over one Read or Write stream of the session, in chunks of MAX_CHUNK_BYTES.
+    std::pair<ErrorCode, std::string> move_bytes(const Transfer& t) {
+        HostWindow window;
+        try {
+            window = map_shm_window(t.local, t.local_offset, t.bytes, t.pull);
+        } catch (const std::exception& e) {
+            return {ErrorCode::UNREACHABLE_BUFFER, "copy across hosts: buffer " + to_string(t.local.identity) +
+                                                       " of this host cannot be mapped: " + e.what()};
+        }
+        grpc::ClientContext context;
+        if (t.timeout_ms != 0) {
+            context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(t.timeout_ms));
+        }
+        {
+            std::lock_guard lock(transfer_mu_);
+            if (stopping_) {
+                return {ErrorCode::WORKER_DIED, "the link to " + host_ + " is stopping"};
+            }
+            transfer_context_ = &context;
+        }
+        struct Forget {
+            RemoteLink& link;
+            ~Forget() {
+                std::lock_guard lock(link.transfer_mu_);
+                link.transfer_context_ = nullptr;
+            }
+        } forget{*this};
+        const std::string remote(reinterpret_cast<const char*>(&t.remote), sizeof t.remote);
+        const auto failed = [&](const grpc::Status& status) -> std::pair<ErrorCode, std::string> {
+            if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+                return {ErrorCode::TIMEOUT, "copy across hosts: " + std::to_string(t.bytes) + " bytes to or from " +
+                                                host_ + " took longer than " + std::to_string(t.timeout_ms) + " ms"};
+            }
+            return {ErrorCode::WORKER_DIED, host_ + " did not complete the copy: " + describe(status)};
+        };
+        const auto node_code = [&](std::uint32_t code,
+                                   const std::string& message) -> std::pair<ErrorCode, std::string> {
+            if (code > ERROR_CODE_MAX) {
+                return {ErrorCode::KERNEL_FAILED, host_ + " answered with unknown error code " + std::to_string(code)};
+            }
+            return {static_cast<ErrorCode>(code), host_ + ": " + message};
+        };
+        if (t.pull) {
+            pb::ReadCall call;
+            call.set_session(session_);
+            call.set_buffer(remote);
+            call.set_offset(t.remote_offset);
+            call.set_length(t.bytes);
+            const auto reader = stub_->Read(&context, call);
+            pb::Chunk chunk;
+            std::uint64_t got = 0;
+            std::optional<std::pair<ErrorCode, std::string>> refusal;
+            while (reader->Read(&chunk)) {
+                if (chunk.code() != 0) {
+                    refusal = node_code(chunk.code(), chunk.message());
+                    break;
+                }
+                const std::uint64_t n = chunk.data().size();
+                if (n > t.bytes - got) {
+                    refusal = {ErrorCode::KERNEL_FAILED,
+                               host_ + " sent more than the " + std::to_string(t.bytes) + " bytes asked for"};
+                    break;
+                }
+                std::memcpy(window.data + got, chunk.data().data(), n);
+                got += n;
+            }
+            if (refusal) {
+                context.TryCancel();
+            }
+            const grpc::Status status = reader->Finish();
+            if (refusal) {
+                return *refusal;
+            }
+            if (!status.ok()) {
+                return failed(status);
+            }
+            if (got != t.bytes) {
+                return {ErrorCode::KERNEL_FAILED,
+                        host_ + " sent " + std::to_string(got) + " of " + std::to_string(t.bytes) + " bytes"};
+            }
+            return {ErrorCode::OK, {}};
+        }
+        pb::BufferReply reply;
+        const auto writer = stub_->Write(&context, &reply);
+        for (std::uint64_t at = 0; at < t.bytes;) {
+            const std::uint64_t n = std::min(MAX_CHUNK_BYTES, t.bytes - at);
+            pb::Chunk chunk;
+            if (at == 0) {
+                chunk.set_session(session_);
+                chunk.set_buffer(remote);
+                chunk.set_offset(t.remote_offset);
+                chunk.set_length(t.bytes);
+            }
+            chunk.set_data(reinterpret_cast<const char*>(window.data + at), n);
+            if (!writer->Write(chunk)) {
+                break; // the node answered early (a refusal) or the stream broke: Finish says which
+            }
+            at += n;
+        }
+        writer->WritesDone();
+        const grpc::Status status = writer->Finish();
+        if (!status.ok()) {
+            return failed(status);
+        }
+        return reply.code() == 0 ? std::pair<ErrorCode, std::string>{ErrorCode::OK, {}}
+                                 : node_code(reply.code(), reply.message());
+    }
+
     // A task's reply: its frame is published with the node's result.
     void on_reply(const pb::TaskReply& reply) {
         std::optional<worker::FrameDone> done;
@@ -311,6 +511,9 @@ private:
             case pb::NodeEvent::kHello: {
                 std::lock_guard lock(mu_);
                 session_ = event.hello().session();
+                if (event.hello().owner_instance().size() == node_owner_.size()) {
+                    std::memcpy(node_owner_.data(), event.hello().owner_instance().data(), node_owner_.size());
+                }
                 cv_.notify_all();
                 break;
             }
@@ -409,6 +612,12 @@ private:
     std::uint64_t last_call_ = 0; // the frame loop's thread alone
     std::mutex calls_mu_;
     std::unordered_map<std::uint64_t, worker::FrameDone> calls_; // sent, not yet answered
+    std::array<std::uint8_t, 16> node_owner_{}; // the node's buffer owner nonce (Hello); fixed after READY
+    std::mutex transfer_mu_;
+    std::condition_variable transfer_cv_;
+    std::deque<Transfer> transfers_; // queued copies across hosts, run in order by transfer_thread_
+    std::thread transfer_thread_;
+    grpc::ClientContext* transfer_context_ = nullptr; // the transfer in progress, cancelled at stop
 };
 
 } // namespace

@@ -1,5 +1,6 @@
 #include "daemon/remote_server.h"
 
+#include "daemon/host_window.h"
 #include "daemon/remote_call.h"
 #include "daemon/remote_credentials.h"
 #include "ipc/unique_fd.h"
@@ -238,6 +239,35 @@ public:
     }
 
     grpc::ServerBidiReactor<pb::TaskCall, pb::TaskReply>* Tasks(grpc::CallbackServerContext* context) override;
+    grpc::ServerWriteReactor<pb::Chunk>* Read(grpc::CallbackServerContext* context, const pb::ReadCall* call) override;
+    grpc::ServerReadReactor<pb::Chunk>* Write(grpc::CallbackServerContext* context, pb::BufferReply* reply) override;
+
+    // [range] of a buffer that `session` made, mapped into this process for a Read or a Write. Throws
+    // RequestError: WORKER_DIED for a session that is not the current one, UNKNOWN_BUFFER for a buffer the session
+    // did not make, STALE_BUFFER for one released meanwhile, BAD_REQUEST for a range past its end.
+    HostWindow session_window(std::uint64_t session, const ByteRange& range, bool write) {
+        {
+            std::lock_guard lock(mu_);
+            if (session == 0 || session != current_) {
+                throw RequestError(ErrorCode::WORKER_DIED, "session " + std::to_string(session) +
+                                                               " is not the node's current L4 session (" +
+                                                               std::to_string(current_) + ")");
+            }
+            const auto it = session_buffers_.find(session);
+            if (it == session_buffers_.end() ||
+                std::find(it->second.begin(), it->second.end(), range.buffer) == it->second.end()) {
+                throw RequestError(ErrorCode::UNKNOWN_BUFFER, "buffer " + to_string(range.buffer) +
+                                                                  " is not a buffer of L4 session " +
+                                                                  std::to_string(session));
+            }
+        }
+        const auto info = supervisor_.registry().find(range.buffer);
+        if (!info) {
+            throw RequestError(ErrorCode::STALE_BUFFER, "buffer " + to_string(range.buffer) + " was released");
+        }
+        check_range(range, info->descriptor.nbytes);
+        return map_window(*info, supervisor_.registry(), range.offset, range.length, write);
+    }
 
     grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context, const pb::TaskCall* call,
                                    pb::TaskReply* reply) override {
@@ -333,6 +363,15 @@ public:
     }
 
     Supervisor& supervisor() noexcept { return supervisor_; }
+
+    // Takes back the tasks of `session` still queued here (their task group is the session).
+    void withdraw_session_tasks(std::uint64_t session) {
+        const std::size_t n = supervisor_.withdraw(session, "L4 session " + std::to_string(session) +
+                                                                " ended before the task left the node's queue");
+        if (n > 0) {
+            log_->warn("L4 session {} ended: took back its {} queued tasks", session, n);
+        }
+    }
     const config::TlsConfig& tls() const noexcept { return serve_.tls; }
 
     // Called by a stream when gRPC is done with it (possibly inside a call that holds mu_): the ticker forgets it.
@@ -466,6 +505,7 @@ public:
                 return;
             }
             call.Swap(&in_);
+            session_ = call.session();
             ++pending_;
             StartRead(&in_);
         }
@@ -481,6 +521,7 @@ public:
             answer(shared_, call_id, e.code(), e.what(), 0, 0);
             return;
         }
+        request.group = call.session();
         owner_.supervisor().submit(std::move(request), [shared = shared_, call_id](TaskResult r) {
             answer(shared, call_id, r.code, r.message, r.start_ns, r.end_ns);
         });
@@ -509,10 +550,16 @@ public:
         finish_locked(grpc::Status::CANCELLED);
     }
 
+    // The session's tasks still queued on this node are taken back: nobody waits for their results any more.
     void OnDone() override {
+        std::uint64_t session = 0;
         {
             std::lock_guard lock(shared_->mu);
             shared_->stream = nullptr;
+            session = session_;
+        }
+        if (session != 0) {
+            owner_.withdraw_session_tasks(session);
         }
         auto self = std::move(self_); // destroys this stream when it goes out of scope, the last act here
     }
@@ -581,11 +628,151 @@ private:
     bool reads_done_ = false;
     bool finished_ = false;
     std::optional<grpc::Status> final_;
-    std::size_t pending_ = 0; // tasks submitted and not yet answered
+    std::size_t pending_ = 0;   // tasks submitted and not yet answered
+    std::uint64_t session_ = 0; // of the calls read
 };
 
 grpc::ServerBidiReactor<pb::TaskCall, pb::TaskReply>* RemoteServer::Impl::Tasks(grpc::CallbackServerContext* context) {
     return TaskStream::open(*this, context);
+}
+
+// A Read: the range is mapped once and written out in chunks of MAX_CHUNK_BYTES, one write in flight at a time
+// (HTTP/2 flow control paces them). A refusal is one chunk with its code and message. The stream owns itself
+// until OnDone; its window keeps the pages mapped, whatever happens to the buffer meanwhile.
+class ReadStream final : public grpc::ServerWriteReactor<pb::Chunk> {
+public:
+    ReadStream(RemoteServer::Impl& owner, grpc::CallbackServerContext* context, const pb::ReadCall& call) {
+        try {
+            if (const auto error = peer_name_error(*context->auth_context(), owner.tls())) {
+                Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error));
+                return;
+            }
+            window_ = owner.session_window(call.session(), decode_read_call(call), false);
+        } catch (const RequestError& e) {
+            refuse(e.code(), e.what());
+            return;
+        } catch (const std::exception& e) {
+            refuse(ErrorCode::BAD_REQUEST, e.what());
+            return;
+        }
+        next();
+    }
+
+    void OnWriteDone(bool ok) override {
+        if (!ok) {
+            Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the L4 stopped reading"));
+            return;
+        }
+        if (refused_) {
+            Finish(grpc::Status::OK);
+            return;
+        }
+        next();
+    }
+
+    void OnDone() override { delete this; }
+
+private:
+    void refuse(ErrorCode code, const std::string& message) {
+        refused_ = true;
+        chunk_.set_code(static_cast<std::uint32_t>(code));
+        chunk_.set_message(message);
+        StartWrite(&chunk_);
+    }
+
+    void next() {
+        if (sent_ == window_.length) {
+            Finish(grpc::Status::OK);
+            return;
+        }
+        const std::uint64_t n = std::min(MAX_CHUNK_BYTES, window_.length - sent_);
+        chunk_.set_data(reinterpret_cast<const char*>(window_.data + sent_), n);
+        sent_ += n;
+        StartWrite(&chunk_);
+    }
+
+    HostWindow window_;
+    pb::Chunk chunk_;
+    std::uint64_t sent_ = 0;
+    bool refused_ = false;
+};
+
+// A Write: the first chunk names the range, which is mapped once; each chunk's data lands after the last. The
+// reply says OK once the stream ended with every byte of the range in place, or why not. The stream owns itself
+// until OnDone.
+class WriteStream final : public grpc::ServerReadReactor<pb::Chunk> {
+public:
+    WriteStream(RemoteServer::Impl& owner, grpc::CallbackServerContext* context, pb::BufferReply* reply)
+        : owner_(owner), reply_(reply) {
+        if (const auto error = peer_name_error(*context->auth_context(), owner.tls())) {
+            Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error));
+            return;
+        }
+        StartRead(&in_);
+    }
+
+    void OnReadDone(bool ok) override {
+        if (!ok) {
+            if (received_ != range_.length || range_.length == 0) {
+                answer(ErrorCode::BAD_REQUEST, "the write stream ended after " + std::to_string(received_) + " of " +
+                                                   std::to_string(range_.length) + " bytes");
+                return;
+            }
+            answer(ErrorCode::OK, {});
+            return;
+        }
+        try {
+            if (range_.length == 0) {
+                range_ = decode_write_head(in_);
+                window_ = owner_.session_window(in_.session(), range_, true);
+            } else if (in_.data().size() > MAX_CHUNK_BYTES) {
+                throw RequestError(ErrorCode::BAD_REQUEST, "write.data: " + std::to_string(in_.data().size()) +
+                                                               " bytes in one chunk; at most " +
+                                                               std::to_string(MAX_CHUNK_BYTES));
+            }
+            const std::uint64_t n = in_.data().size();
+            if (n > range_.length - received_) {
+                throw RequestError(ErrorCode::BAD_REQUEST, "write.data: " + std::to_string(received_ + n) +
+                                                               " bytes for a range of " +
+                                                               std::to_string(range_.length));
+            }
+            std::memcpy(window_.data + received_, in_.data().data(), n);
+            received_ += n;
+        } catch (const RequestError& e) {
+            answer(e.code(), e.what());
+            return;
+        } catch (const std::exception& e) {
+            answer(ErrorCode::BAD_REQUEST, e.what());
+            return;
+        }
+        StartRead(&in_);
+    }
+
+    void OnDone() override { delete this; }
+
+private:
+    void answer(ErrorCode code, const std::string& message) {
+        reply_->set_code(static_cast<std::uint32_t>(code));
+        reply_->set_message(message);
+        Finish(grpc::Status::OK);
+    }
+
+    RemoteServer::Impl& owner_;
+    pb::BufferReply* reply_;
+    pb::Chunk in_;
+    ByteRange range_{};
+    HostWindow window_;
+    std::uint64_t received_ = 0;
+};
+
+grpc::ServerWriteReactor<pb::Chunk>* RemoteServer::Impl::Read(grpc::CallbackServerContext* context,
+                                                              const pb::ReadCall* call) {
+    return new ReadStream(*this, context, *call);
+}
+
+grpc::ServerReadReactor<pb::Chunk>* RemoteServer::Impl::Write(grpc::CallbackServerContext* context,
+                                                              pb::BufferReply* reply) {
+    return new WriteStream(*this, context, reply);
 }
 
 void SessionStream::OnCancel() {

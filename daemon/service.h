@@ -58,9 +58,12 @@ private:
     using TransferDone = std::function<void(ErrorCode, const std::string&, nlohmann::json)>;
     void transfer_through_chip(const BufferInfo& info, std::uint64_t offset, std::vector<std::byte> data,
                                std::uint64_t length, bool write, const TransferDone& done);
-    // Copies [offset, offset + length) of a cuda_vmm buffer from (`to_device`) or to byte 0 of the posix_shm
-    // `staging` on the buffer's chip, in `copy` tasks of at most 1 GiB; `done` runs once, with the first failure or
-    // success, on a supervisor thread.
+    // Whether the bytes of `info` reach this process only through a staging buffer: a cuda_vmm buffer (its chip
+    // copies them) or a buffer of a remote node's host (its link moves them across).
+    bool staged(const BufferInfo& info) const;
+    // Copies [offset, offset + length) of a staged buffer from (`to_device`) or to byte 0 of the posix_shm
+    // `staging`, on the buffer's chip or the link of its remote node, in `copy` tasks of at most 1 GiB; `done` runs
+    // once, with the first failure or success, on a supervisor thread.
     void copy_through_chip(const BufferInfo& info, const BufferDescriptor& staging, std::uint64_t offset,
                            std::uint64_t length, bool to_device, std::function<void(const TaskResult&)> done);
     // A write whose bytes arrive as `attachment` (REQUIRES: size > 0, the range in the buffer): a step over the
@@ -86,7 +89,7 @@ private:
     void handle_buffer_fd(const nlohmann::json& request, const Reply& reply, const Peer& peer);
     void handle_module_load(const nlohmann::json& request, const Reply& reply);
     BufferDescriptor resolve_buffer(const std::string& id, const std::string& where) const;
-    // Throws UNREACHABLE_BUFFER for a buffer of a remote node's host, whose bytes are not on this one.
+    // Throws BAD_REQUEST for a buffer of a remote node's host, of which this host has no fd.
     void require_local_bytes(const BufferInfo& info, const char* op) const;
     BufferInfo live_buffer(const nlohmann::json& request) const;
 

@@ -57,7 +57,7 @@ void Service::write_attachment(const BufferInfo& info, std::uint64_t offset, Att
                           once(std::move(answer));
                           on_result(id, TaskResult{id, code, message, start, worker::monotonic_ns()});
                       };
-                      if (Backend{info.descriptor.backend} == Backend::CUDA_VMM) {
+                      if (staged(info)) {
                           receive_staged(info, offset, attachment, done);
                       } else {
                           receive_attachment(info, offset, attachment, done);
@@ -97,26 +97,27 @@ void Service::receive_staged(const BufferInfo& info, std::uint64_t offset, const
             staged = staging.identity;
             auto window = std::make_shared<HostWindow>(
                 map_window(*supervisor_.registry().find(staging.identity), supervisor_.registry(), 0, length, true));
-            attachment->read_into(
-                window->bytes(), [this, info, offset, staging, window, length, done](const std::string& error) mutable {
-                    window.reset();
-                    if (!error.empty()) {
-                        (void)supervisor_.release_buffer(staging.identity);
-                        done(ErrorCode::BAD_REQUEST, "buffer.write: " + error,
-                             error_reply("BAD_REQUEST", "buffer.write: " + error));
-                        return;
-                    }
-                    copy_through_chip(
-                        info, staging, offset, length, true, [this, staging, length, done](const TaskResult& result) {
-                            (void)supervisor_.release_buffer(staging.identity);
-                            if (result.ok()) {
-                                done(ErrorCode::OK, {}, json{{"written", length}});
-                                return;
-                            }
-                            const std::string message = "buffer write through the chip failed: " + result.message;
-                            done(result.code, message, error_reply(error_code_name(result.code), message));
-                        });
-                });
+            attachment->read_into(window->bytes(), [this, info, offset, staging, window, length,
+                                                    done](const std::string& error) mutable {
+                window.reset();
+                if (!error.empty()) {
+                    (void)supervisor_.release_buffer(staging.identity);
+                    done(ErrorCode::BAD_REQUEST, "buffer.write: " + error,
+                         error_reply("BAD_REQUEST", "buffer.write: " + error));
+                    return;
+                }
+                copy_through_chip(info, staging, offset, length, true,
+                                  [this, info, staging, length, done](const TaskResult& result) {
+                                      (void)supervisor_.release_buffer(staging.identity);
+                                      if (result.ok()) {
+                                          done(ErrorCode::OK, {}, json{{"written", length}});
+                                          return;
+                                      }
+                                      const std::string message =
+                                          "buffer write through " + info.creator + " failed: " + result.message;
+                                      done(result.code, message, error_reply(error_code_name(result.code), message));
+                                  });
+            });
         } catch (...) {
             attachment->discard();
             if (staged) {
@@ -140,7 +141,7 @@ void Service::read_attachment(const BufferInfo& info, std::uint64_t offset, std:
                   [this, info, offset, length, answer = read_answer(length, rest, cut_short)](std::uint64_t id,
                                                                                               const Reply& once) {
                       const std::uint64_t start = worker::monotonic_ns();
-                      if (Backend{info.descriptor.backend} == Backend::CUDA_VMM) {
+                      if (staged(info)) {
                           send_staged(info, offset, length, answer, id, start, once);
                           return;
                       }
@@ -186,7 +187,7 @@ void Service::send_staged(const BufferInfo& info, std::uint64_t offset, std::uin
         copy_through_chip(info, staging, offset, length, false, [=, this](const TaskResult& result) {
             if (!result.ok()) {
                 (void)supervisor_.release_buffer(staging.identity);
-                fail(result.code, "buffer read through the chip failed: " + result.message);
+                fail(result.code, "buffer read through " + info.creator + " failed: " + result.message);
                 return;
             }
             try {

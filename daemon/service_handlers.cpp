@@ -202,10 +202,10 @@ BufferDescriptor Service::resolve_buffer(const std::string& id, const std::strin
 
 void Service::require_local_bytes(const BufferInfo& info, const char* op) const {
     if (const auto host = const_cast<Supervisor&>(supervisor_).registry().remote_host(info.descriptor.identity)) {
-        throw RequestError(ErrorCode::UNREACHABLE_BUFFER,
+        throw RequestError(ErrorCode::BAD_REQUEST,
                            std::string(op) + ": buffer " + to_string(info.descriptor.identity) +
                                " is on the host of remote node " + *host +
-                               "; its bytes are read and written by tasks there, or through that host's own canopyd");
+                               ", so this host has no fd of it; buffer.read and buffer.write move its bytes");
     }
 }
 

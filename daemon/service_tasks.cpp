@@ -159,7 +159,10 @@ void Service::handle_run(const json& request, RawRun* raw, Reply reply, bool sin
             record.request = std::move(parsed[i].request);
             record.waiter = waiter;
             record.position = static_cast<std::uint32_t>(i);
-            const std::uint32_t lane = supervisor_.lane(record.request->worker);
+            // A copy across hosts runs on a remote node's link, never on a chip's stream.
+            const std::uint32_t lane = supervisor_.crosses_hosts(*record.request)
+                                           ? scheduler::NO_LANE
+                                           : supervisor_.lane(record.request->worker);
             record.ordered = lane != scheduler::NO_LANE;
             TaskRecord& stored = book_.add(std::move(record));
             scheduler_.add(stored.id, stored.name, stored.request->args.tensors, lane);

@@ -29,8 +29,9 @@ std::string encode_data(const std::byte* data, std::uint64_t n) {
     return base64_encode(std::string_view(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n)));
 }
 
-// The chip that copies between a CUDA_VMM buffer and a staging buffer: its creator, or rank 0 of a symmetric
-// buffer (whose copy `buffer read` and `buffer write` address).
+// What copies between a staged buffer and a staging buffer: the creator of a CUDA_VMM buffer or rank 0 of a
+// symmetric one (whose copy `buffer read` and `buffer write` address), the remote node of a remote host's buffer
+// (its link).
 std::string transfer_chip(const BufferInfo& info) {
     return info.world.empty() ? info.creator : info.world.front();
 }
@@ -67,7 +68,6 @@ void Service::handle_buffer_transfer(const json& request, const Reply& reply, bo
     }
     const bool read_attached = !write && wants_attachment(request);
     const BufferInfo info = live_buffer(request);
-    require_local_bytes(info, write ? "buffer.write" : "buffer.read");
     access_.require_owner(peer, info.descriptor.identity, write ? "buffer.write" : "buffer.read",
                           write ? "write the bytes of" : "read the bytes of");
     const std::uint64_t nbytes = info.descriptor.nbytes;
@@ -133,7 +133,7 @@ void Service::run_transfer(const BufferInfo& info, std::uint64_t offset, std::ve
         on_result(id, TaskResult{id, code, message, start, worker::monotonic_ns()});
     };
     try {
-        if (Backend{info.descriptor.backend} == Backend::CUDA_VMM) {
+        if (staged(info)) {
             transfer_through_chip(info, offset, std::move(data), length, write, finish);
             return;
         }
@@ -167,34 +167,40 @@ void Service::transfer_through_chip(const BufferInfo& info, std::uint64_t offset
             std::memcpy(window.data, data.data(), data.size());
         }
         const std::uint64_t rest = info.descriptor.nbytes - offset - length;
-        copy_through_chip(
-            info, staging, offset, length, write, [this, staging, length, rest, write, done](const TaskResult& result) {
-                ErrorCode code = result.code;
-                std::string message = result.message;
-                json answer;
-                try {
-                    if (!result.ok()) {
-                        message = std::string(write ? "buffer write" : "buffer read") +
-                                  " through the chip failed: " + result.message;
-                    } else if (write) {
-                        answer = {{"written", length}};
-                    } else {
-                        HostWindow window = map_window(*supervisor_.registry().find(staging.identity),
-                                                       supervisor_.registry(), 0, length, false);
-                        answer = {{"data", encode_data(window.data, length)}, {"rest", rest}};
-                    }
-                } catch (const std::exception& e) {
-                    code = ErrorCode::BAD_REQUEST;
-                    message = e.what();
-                }
-                (void)supervisor_.release_buffer(staging.identity);
-                done(code, message,
-                     code == ErrorCode::OK ? std::move(answer) : error_reply(error_code_name(code), message));
-            });
+        copy_through_chip(info, staging, offset, length, write,
+                          [this, info, staging, length, rest, write, done](const TaskResult& result) {
+                              ErrorCode code = result.code;
+                              std::string message = result.message;
+                              json answer;
+                              try {
+                                  if (!result.ok()) {
+                                      message = std::string(write ? "buffer write" : "buffer read") + " through " +
+                                                transfer_chip(info) + " failed: " + result.message;
+                                  } else if (write) {
+                                      answer = {{"written", length}};
+                                  } else {
+                                      HostWindow window = map_window(*supervisor_.registry().find(staging.identity),
+                                                                     supervisor_.registry(), 0, length, false);
+                                      answer = {{"data", encode_data(window.data, length)}, {"rest", rest}};
+                                  }
+                              } catch (const std::exception& e) {
+                                  code = ErrorCode::BAD_REQUEST;
+                                  message = e.what();
+                              }
+                              (void)supervisor_.release_buffer(staging.identity);
+                              done(code, message,
+                                   code == ErrorCode::OK ? std::move(answer)
+                                                         : error_reply(error_code_name(code), message));
+                          });
     } catch (...) {
         (void)supervisor_.release_buffer(staging.identity);
         throw;
     }
+}
+
+bool Service::staged(const BufferInfo& info) const {
+    return Backend{info.descriptor.backend} == Backend::CUDA_VMM ||
+           const_cast<Supervisor&>(supervisor_).registry().remote_host(info.descriptor.identity).has_value();
 }
 
 void Service::copy_through_chip(const BufferInfo& info, const BufferDescriptor& staging, std::uint64_t offset,

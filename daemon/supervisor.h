@@ -133,9 +133,16 @@ public:
     void submit_all(std::vector<std::pair<TaskRequest, TaskCallback>> tasks);
     // Submits and waits for the result.
     TaskResult run(TaskRequest request);
+    // Takes back the tasks of `group` (TaskRequest::group, not 0) that are still queued here, not yet in a
+    // mailbox: each fails CANCELLED with `why`. A task already in a worker's mailbox runs to its end. Returns how
+    // many were taken back.
+    std::size_t withdraw(std::uint64_t group, const std::string& why);
     // The submit-time checks alone (worker, kernel signature, every tensor, buffers, access,
     // reachability, PE range); throws RequestError.
     void check(const TaskRequest& request) const;
+    // Whether `request` is a copy whose input and output are on different hosts (docs/multihost.md): such a copy
+    // runs on the link of the remote node involved and is never ordered on a lane.
+    bool crosses_hosts(const TaskRequest& request) const;
     // The children of this supervisor, for reports.
     bool has_chip(ChildKind kind) const;
 
@@ -205,6 +212,22 @@ private:
     };
 
     Route resolve_remote(ChildSlot& slot, const std::string& worker, std::string_view tail) const;
+
+    // copies across hosts (supervisor_hosts.cpp)
+    // The path of the remote node whose host holds `d`, or "" for this host.
+    std::string host_of(const BufferDescriptor& d) const;
+    ChildSlot* remote_slot(const std::string& host) const;
+    // resolve(), except that a copy across hosts may name a remote node itself.
+    Route route_of(const TaskRequest& request) const;
+    void check_copy_side(const BufferDescriptor& d, std::size_t i) const;
+    void check_copy_across(const Route& route, const TaskRequest& request) const;
+    // The link slot that runs a checked copy across hosts, with `task` made for it; null when it runs in two
+    // stages (relay), which then owns `done`.
+    ChildSlot* route_across(TaskRequest& request, TaskCallback& done, PendingTask& task);
+    // Runs a copy between two remote hosts: from's link reads into a staging buffer of this host, then to's link
+    // writes it out. Takes `done` once the staging buffer exists; throws RequestError before that.
+    void relay(const TaskRequest& request, TaskCallback& done, std::uint64_t task_id, const std::string& from,
+               const std::string& to);
 
     // lifecycle (supervisor.cpp)
     // Why an incarnation ended: its own exit (or a failure to start it), its zygote's death, or a stop.

@@ -142,6 +142,7 @@ void Supervisor::check_request(const Route& route, const TaskRequest& request) c
     if (request.kernel.empty() || request.kernel.front() == '@' || request.kernel.size() >= KERNEL_NAME_BYTES) {
         throw RequestError(ErrorCode::UNKNOWN_KERNEL, "no kernel named '" + request.kernel + "'");
     }
+    const bool across = crosses_hosts(request);
     std::vector<kernels::BoundTensor> bound;
     for (std::size_t i = 0; i < request.args.tensors.size(); ++i) {
         const TensorArg& arg = request.args.tensors[i];
@@ -153,7 +154,9 @@ void Supervisor::check_request(const Route& route, const TaskRequest& request) c
         if (!is_valid(arg.tag)) {
             throw RequestError(ErrorCode::INVALID_TENSOR, arg_name(i) + ".tag: unknown tag");
         }
-        if (route.slot->spec.kind == ChildKind::REMOTE) {
+        if (across) {
+            check_copy_side(arg.tensor.buffer, i);
+        } else if (route.slot->spec.kind == ChildKind::REMOTE) {
             check_remote_buffer(route, arg.tensor.buffer, i);
         } else {
             check_buffer(route, arg.tensor.buffer, i);
@@ -164,6 +167,9 @@ void Supervisor::check_request(const Route& route, const TaskRequest& request) c
     if (is_module_kernel(request.kernel)) {
         check_module_kernel(route, request);
         return;
+    }
+    if (across) {
+        check_copy_across(route, request);
     }
     check_pe(request);
     if (request.kernel == "illegal_address") {
@@ -285,7 +291,7 @@ void Supervisor::check_pe(const TaskRequest& request) const {
 }
 
 void Supervisor::check(const TaskRequest& request) const {
-    check_request(resolve(request.worker), request);
+    check_request(route_of(request), request);
 }
 
 bool Supervisor::has_chip(ChildKind kind) const {
@@ -343,8 +349,12 @@ ChildSlot* Supervisor::prepare(TaskRequest& request, TaskCallback& done, Pending
     task.task_id = task_id;
     ChildSlot* slot = nullptr;
     try {
-        const Route route = resolve(request.worker);
+        const Route route = route_of(request);
         check_request(route, request);
+        if (crosses_hosts(request)) {
+            task.task_id = task_id;
+            return route_across(request, done, task);
+        }
         slot = route.slot;
         if (!request.after.empty() &&
             (route.slot->spec.kind == ChildKind::NODE || route.slot->spec.kind == ChildKind::REMOTE)) {
@@ -361,7 +371,8 @@ ChildSlot* Supervisor::prepare(TaskRequest& request, TaskCallback& done, Pending
                            request.timeout,
                            route.slot->spec.kind != ChildKind::NODE && route.slot->spec.kind != ChildKind::REMOTE,
                            std::move(request.after),
-                           request.keep_failure};
+                           request.keep_failure,
+                           request.group};
     } catch (const RequestError& e) {
         reject(task_id, request.keep_failure, e.code(), e.what(), done);
         return nullptr;
@@ -599,6 +610,32 @@ void Supervisor::fail_all_locked(ChildSlot& slot, ErrorCode code, const std::str
         out.emplace_back(std::move(task.done), TaskResult{task.task_id, code, message, 0, 0});
     }
     slot.pending.clear();
+}
+
+std::size_t Supervisor::withdraw(std::uint64_t group, const std::string& why) {
+    if (group == 0) {
+        return 0;
+    }
+    std::vector<std::pair<TaskCallback, TaskResult>> out;
+    for (auto& slot : slots_) {
+        std::lock_guard lock(slot->mu);
+        for (auto it = slot->pending.begin(); it != slot->pending.end();) {
+            if (it->group != group) {
+                ++it;
+                continue;
+            }
+            count_result(*slot, *it, ErrorCode::CANCELLED);
+            note_failure(*it, ErrorCode::CANCELLED);
+            out.emplace_back(std::move(it->done), TaskResult{it->task_id, ErrorCode::CANCELLED, why, 0, 0});
+            it = slot->pending.erase(it);
+        }
+    }
+    for (auto& [cb, result] : out) {
+        if (cb) {
+            cb(std::move(result));
+        }
+    }
+    return out.size();
 }
 
 void Supervisor::submit_control(const std::string& worker, std::string kernel, std::vector<std::byte> blob,

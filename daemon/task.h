@@ -30,6 +30,9 @@ struct TaskRequest {
     std::vector<std::uint64_t> after{};
     // Keeps this task's failure for the tasks ordered after it until Supervisor::forget_failure.
     bool keep_failure = false;
+    // Tasks submitted with one non-zero group can be taken back together while still queued
+    // (Supervisor::withdraw): a remote node's L4 session is one group.
+    std::uint64_t group = 0;
 };
 
 struct TaskResult {

@@ -4,10 +4,14 @@
 //   grpc_ping    a unary gRPC call to the node's canopyd (Echo, a task call's shape answered at once), between them
 //   local_noop   the same no-op task on the L4's own sub (its control socket, the C++ client)
 //   remote_noop  sleep_ms 0 on hb/sub0 through the L4 (the C++ client on the L4's socket)
-// and prints the medians and the ratios the remote-node targets are stated in. Needs root (namespaces); prints
-// "skipped:" and exits 0 without. Never registered with ctest.
+// and prints the medians and the ratios the remote-node targets are stated in. Then, for bytes across hosts:
+//   tcp_stream   256 MiB sent over one TCP connection from rack to hb, into memory there
+//   copy_push    copy of a 256 MiB posix_shm buffer of rack into one of hb, on hb/sub0 (a Write stream)
+//   copy_pull    the other way, on the L4's sub0 (a Read stream)
+// each COPY_ROUNDS times interleaved, as GB/s of the median. Needs root (namespaces); prints "skipped:" and exits 0
+// without. Never registered with ctest.
 //
-//   bench_remote [ROUNDS [CALLS_PER_ROUND]]
+//   bench_remote [ROUNDS [CALLS_PER_ROUND [COPY_ROUNDS]]]
 #include "bench.h"
 #include "client/connection.h"
 #include "daemon/remote_server.h"
@@ -35,6 +39,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::uint16_t NODE_PORT = 7471;
 constexpr std::uint16_t ECHO_PORT = 7473;
+constexpr std::uint16_t SINK_PORT = 7474;
+constexpr std::uint64_t COPY_BYTES = std::uint64_t{256} << 20;
 
 double since_ns(Clock::time_point start) {
     return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
@@ -75,8 +81,63 @@ bool enter_netns(const std::string& path) {
             }).detach();
         }
     });
+    // A sink: reads each connection to its end into one buffer, then answers one byte.
+    std::thread sink([] {
+        const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        const int one = 1;
+        ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_port = htons(SINK_PORT);
+        ::bind(listener, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+        ::listen(listener, 4);
+        std::vector<char> into(COPY_BYTES);
+        for (;;) {
+            const int c = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+            std::uint64_t got = 0;
+            for (ssize_t n; (n = ::recv(c, into.data() + got % COPY_BYTES,
+                                        static_cast<std::size_t>(COPY_BYTES - got % COPY_BYTES), 0)) > 0;) {
+                got += static_cast<std::uint64_t>(n);
+            }
+            const char ack = 1;
+            (void)::send(c, &ack, 1, MSG_NOSIGNAL);
+            ::close(c);
+        }
+    });
     echo.join();
     std::_Exit(0);
+}
+
+// In the L4's namespace (a forked child): sends COPY_BYTES from memory to hb's sink and waits for its answer;
+// writes the nanoseconds taken to `out`.
+void stream_from_rack(const std::string& hb, int out) {
+    std::vector<char> bytes(COPY_BYTES, 'x');
+    const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(SINK_PORT);
+    ::inet_pton(AF_INET, hb.c_str(), &addr.sin_addr);
+    if (::connect(s, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+        std::_Exit(3);
+    }
+    const auto start = Clock::now();
+    for (std::uint64_t sent = 0; sent < COPY_BYTES;) {
+        const ssize_t n = ::send(s, bytes.data() + sent, static_cast<std::size_t>(COPY_BYTES - sent), MSG_NOSIGNAL);
+        if (n <= 0) {
+            std::_Exit(4);
+        }
+        sent += static_cast<std::uint64_t>(n);
+    }
+    ::shutdown(s, SHUT_WR);
+    char ack = 0;
+    if (::recv(s, &ack, 1, MSG_WAITALL) != 1) {
+        std::_Exit(5);
+    }
+    const double ns = since_ns(start);
+    ::close(s);
+    if (::write(out, &ns, sizeof ns) != static_cast<ssize_t>(sizeof ns)) {
+        std::_Exit(6);
+    }
 }
 
 // Forks a process in the namespace at `netns` running `body`; returns its pid.
@@ -157,6 +218,19 @@ void noop_calls(client::Connection& c, const std::string& on, int calls, std::ve
     }
 }
 
+// One task through the client, timed; exits when it does not complete.
+double timed_task(client::Connection& c, const nlohmann::json& task) {
+    const client::Task t = client::Task::from_json(task);
+    const auto start = Clock::now();
+    const auto result = c.submit_wait(t);
+    if (result.status != client::TaskStatus::COMPLETED) {
+        std::fprintf(stderr, "bench_remote: %s did not complete: %s\n", task.dump().c_str(),
+                     result.error_message.c_str());
+        std::exit(1);
+    }
+    return since_ns(start);
+}
+
 double median_us(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return bench::detail::percentile(v, 50) / 1e3;
@@ -218,8 +292,49 @@ int main(int argc, char** argv) {
         noop_calls(connection, "sub0", calls, s.local);
         noop_calls(connection, "hb/sub0", calls, s.remote);
     }
+    // Bytes across hosts.
+    const int copy_rounds = argc > 3 ? std::atoi(argv[3]) : 5;
+    const std::string size = std::to_string(COPY_BYTES);
+    const std::string here = rack.create_buffer(COPY_BYTES);
+    const std::string there = rack.cli_json({"buffer", "create", "--bytes", size, "--on", "hb"}).at("id");
+    const auto view = [](const std::string& id) {
+        return nlohmann::json{{"buffer", id}, {"dtype", "uint8"}, {"shape", {COPY_BYTES}}};
+    };
+    const auto copy = [&](const std::string& on, const std::string& from, const std::string& to) {
+        return nlohmann::json{
+            {"name", "copy"},
+            {"kernel", "copy"},
+            {"on", on},
+            {"args", {{{"tensor", view(from)}, {"tag", "input"}}, {{"tensor", view(to)}, {"tag", "output"}}}}};
+    };
+    std::vector<double> stream_ns, push_ns, pull_ns;
+    (void)timed_task(connection, copy("hb/sub0", here, there)); // maps the pages on both sides once
+    for (int r = 0; r < copy_rounds; ++r) {
+        int pipe_fds[2];
+        if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+            return 1;
+        }
+        const pid_t sender = fork_in(net.netns_path("rack"), [&] { stream_from_rack(net.address("hb"), pipe_fds[1]); });
+        ::close(pipe_fds[1]);
+        double ns = 0;
+        const bool read = ::read(pipe_fds[0], &ns, sizeof ns) == static_cast<ssize_t>(sizeof ns);
+        ::close(pipe_fds[0]);
+        int status = 0;
+        ::waitpid(sender, &status, 0);
+        if (!read) {
+            std::fprintf(stderr, "bench_remote: the stream process failed (status %d)\n", status);
+            return 1;
+        }
+        stream_ns.push_back(ns);
+        push_ns.push_back(timed_task(connection, copy("hb/sub0", here, there)));
+        pull_ns.push_back(timed_task(connection, copy("sub0", there, here)));
+    }
     ::kill(peer, SIGKILL);
     ::waitpid(peer, nullptr, 0);
+    const auto gbps = [](const std::vector<double>& ns) {
+        return static_cast<double>(COPY_BYTES) / (median_us(ns) * 1e3);
+    };
+    const double stream = gbps(stream_ns), push = gbps(push_ns), pull = gbps(pull_ns);
     const double tcp = median_us(s.tcp), grpc = median_us(s.grpc), local = median_us(s.local),
                  remote = median_us(s.remote);
     std::printf("rounds %d x %d calls, medians in us\n", rounds, calls);
@@ -227,5 +342,10 @@ int main(int argc, char** argv) {
                 remote);
     std::printf("remote_noop / grpc_ping %.2f (target <= 3)\n", remote / grpc);
     std::printf("remote_noop / (tcp_rtt + local_noop) %.2f (target <= 2)\n", remote / (tcp + local));
+    std::printf("copies of %llu MiB, %d rounds, medians in GB/s\n", static_cast<unsigned long long>(COPY_BYTES >> 20),
+                copy_rounds);
+    std::printf("tcp_stream_gbps %.2f\ncopy_push_gbps %.2f\ncopy_pull_gbps %.2f\n", stream, push, pull);
+    std::printf("copy_push / tcp_stream %.2f (target >= 0.70)\n", push / stream);
+    std::printf("copy_pull / tcp_stream %.2f (target >= 0.70)\n", pull / stream);
     return 0;
 }

@@ -1,11 +1,13 @@
 // libFuzzer target: the bytes of a remote node's buffers that cross the link, on arbitrary input. The node
-// decodes a Buffer call of its L4 with decode_buffer_call; the L4 reads the descriptor a node answered with
-// remote_buffer_descriptor (daemon/remote_call.h), both from the input as it comes and from the input's own
-// bytes as hex.
+// decodes a Buffer call of its L4 with decode_buffer_call, a Read call with decode_read_call and the first chunk of
+// a Write with decode_write_head, then checks the range against a buffer with check_range; the L4 reads the
+// descriptor a node answered with remote_buffer_descriptor (daemon/remote_call.h), both from the input as it comes
+// and from the input's own bytes as hex.
 //
 // Invariants: decode_buffer_call either throws RequestError or returns a creation whose access is valid, or a
 // release of the call's 32 bytes; remote_buffer_descriptor either throws RequestError(INVALID_DESCRIPTOR) or
-// returns a descriptor that passes validate_descriptor and, from hex, holds exactly the bytes encoded.
+// returns a descriptor that passes validate_descriptor and, from hex, holds exactly the bytes encoded; a decoded
+// range is never empty and never wraps, and check_range lets through only a range inside the buffer.
 #include "daemon/remote_call.h"
 #include "remote/canopy_remote.pb.h"
 
@@ -31,6 +33,25 @@ void check_descriptor(std::string_view hex, std::string_view bytes) {
     }
 }
 
+// A range as decoded: not empty, its end representable, its identity the call's bytes; inside a buffer of
+// `nbytes` whenever check_range lets it through.
+void check_decoded(const canopy::daemon::ByteRange& r, const std::string& buffer, std::uint64_t nbytes) {
+    if (r.length == 0 || r.offset > UINT64_MAX - r.length || buffer.size() != sizeof r.buffer ||
+        std::memcmp(buffer.data(), &r.buffer, sizeof r.buffer) != 0) {
+        std::abort();
+    }
+    try {
+        canopy::daemon::check_range(r, nbytes);
+        if (r.offset + r.length > nbytes) {
+            std::abort();
+        }
+    } catch (const canopy::daemon::RequestError& e) {
+        if (e.code() != canopy::ErrorCode::BAD_REQUEST) {
+            std::abort();
+        }
+    }
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -47,6 +68,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                           std::memcmp(call.release().data(), &decoded.release, sizeof decoded.release) != 0) {
                 std::abort();
             }
+        } catch (const canopy::daemon::RequestError&) {
+        }
+    }
+    const std::uint64_t nbytes = size == 0 ? 0 : std::uint64_t{data[0]} << (data[size - 1] % 48);
+    canopy::remote::v1::ReadCall read;
+    if (read.ParseFromArray(data, static_cast<int>(size))) {
+        try {
+            check_decoded(canopy::daemon::decode_read_call(read), read.buffer(), nbytes);
+        } catch (const canopy::daemon::RequestError&) {
+        }
+    }
+    canopy::remote::v1::Chunk chunk;
+    if (chunk.ParseFromArray(data, static_cast<int>(size))) {
+        try {
+            const auto range = canopy::daemon::decode_write_head(chunk);
+            if (chunk.data().size() > range.length || chunk.data().size() > canopy::daemon::MAX_CHUNK_BYTES) {
+                std::abort();
+            }
+            check_decoded(range, chunk.buffer(), nbytes);
         } catch (const canopy::daemon::RequestError&) {
         }
     }

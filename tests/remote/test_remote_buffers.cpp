@@ -71,17 +71,13 @@ TEST_CASE("a buffer created on a remote node's host is used by tasks there and r
     REQUIRE(values.size() == 1024);
     CHECK(std::count(values.begin(), values.end(), 5.0f) == 1024);
 
-    // The L4's own workers cannot reach it, nor can the L4 read its bytes or hand out its fd.
+    // The L4's own workers cannot reach it.
     Output o = rack.cli(
         {"submit", "fill", "--on", "sub0", "--out", id + ":float32:1024", "--scalar", "float32:1", "--wait", "--json"});
     CHECK(o.rc != 0);
     CHECK(error_code_of(o.json()) == "UNREACHABLE_BUFFER");
     CHECK_THAT(error_message_of(o.json()),
                Catch::Contains("is on the host of remote node /hb, which /sub0 cannot reach"));
-    o = rack.cli({"buffer", "read", id, "--to", (rack.dir() / "x.bin").string(), "--json"});
-    CHECK(o.rc != 0);
-    CHECK(error_code_of(o.json()) == "UNREACHABLE_BUFFER");
-    CHECK_THAT(error_message_of(o.json()), Catch::Contains("is on the host of remote node /hb"));
     // Device memory of the host's chips is not offered through the L4.
     o = rack.cli({"buffer", "create", "--bytes", "4096", "--on", "hb/chip0", "--backend", "vmm", "--json"});
     CHECK(o.rc != 0);
@@ -147,4 +143,124 @@ TEST_CASE("a remote host's buffers go stale with its session, and the node relea
     CHECK(rack.cli_json({"submit", "fill", "--on", "hb/sub0", "--out", fresh + ":float32:16", "--scalar", "float32:1",
                          "--wait"})
               .at("state") == "completed");
+}
+
+namespace {
+
+// `n` bytes that differ from one run and one offset to the next.
+std::string random_bytes(std::size_t n, unsigned seed) {
+    std::string bytes(n, '\0');
+    std::uint32_t x = 2463534242u ^ seed;
+    for (char& c : bytes) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        c = static_cast<char>(x & 0xff);
+    }
+    return bytes;
+}
+
+void write_file(const std::filesystem::path& file, const std::string& bytes) {
+    std::ofstream(file, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::string read_file(const std::filesystem::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// The bytes of buffer `id` as daemon `d` reads them through its CLI.
+std::string bytes_of(const Daemon& d, const std::string& id, const std::string& file) {
+    const auto path = d.dir() / file;
+    const Output o = d.cli({"buffer", "read", id, "--to", path.string()});
+    INFO(o.err);
+    REQUIRE(o.rc == 0);
+    return read_file(path);
+}
+
+} // namespace
+
+TEST_CASE("the bytes of a remote host's buffer are written and read through the L4, and copies cross hosts both ways",
+          "[remote]") {
+    const std::uint16_t port = free_tcp_port();
+    Daemon hb(l3_config("hb", loopback(port), "insecure"));
+    json config = l4_config({remote_node("hb", loopback(port), "insecure")});
+    config["node"]["nodes"].push_back(
+        {{"name", "n0"}, {"level", 3}, {"chips", json::array({{{"device", 0}, {"backend", "sim"}}})}});
+    Daemon rack(config);
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    // Three chunks and a part of one: the streams' chunking is crossed.
+    const std::size_t n = 3 * 1048576 + 4096;
+    const std::string N = std::to_string(n);
+    const std::string remote = rack.cli_json({"buffer", "create", "--bytes", N, "--on", "hb"}).at("id");
+
+    // buffer write and read through the L4's socket: the bytes land on the host, and come back.
+    const std::string first = random_bytes(n, 1);
+    write_file(rack.dir() / "first.bin", first);
+    Output o = rack.cli({"buffer", "write", remote, "--from", (rack.dir() / "first.bin").string()});
+    INFO(o.err);
+    REQUIRE(o.rc == 0);
+    CHECK(bytes_of(hb, remote, "on-hb.bin") == first);
+    CHECK(bytes_of(rack, remote, "through-rack.bin") == first);
+    // A range of it, at an offset.
+    o = rack.cli({"buffer", "read", remote, "--to", (rack.dir() / "part.bin").string(), "--offset", "1048570",
+                  "--bytes", "100"});
+    REQUIRE(o.rc == 0);
+    CHECK(read_file(rack.dir() / "part.bin") == first.substr(1048570, 100));
+    // The base64 form of the protocol too.
+    const json part =
+        RawClient(rack.socket()).request({{"op", "buffer.read"}, {"buffer", remote}, {"offset", 7}, {"bytes", 5}});
+    INFO(part.dump());
+    CHECK(part.at("rest") == n - 12);
+
+    // copy from this host to the remote one, on the remote host's worker.
+    const std::string local = rack.create_buffer(n);
+    const std::string second = random_bytes(n, 2);
+    write_file(rack.dir() / "second.bin", second);
+    REQUIRE(rack.cli({"buffer", "write", local, "--from", (rack.dir() / "second.bin").string()}).rc == 0);
+    json done = rack.cli_json({"submit", "copy", "--on", "hb/sub0", "--in", local + ":uint8:" + N, "--out",
+                               remote + ":uint8:" + N, "--wait"});
+    CHECK(done.at("state") == "completed");
+    CHECK(bytes_of(hb, remote, "copied-in.bin") == second);
+
+    // copy from the remote host to this one, on this host's worker; float32 views at offsets.
+    const std::string back = rack.create_buffer(n);
+    done = rack.cli_json({"submit", "copy", "--on", "sub0", "--in", remote + ":float32:1024x256::4096", "--out",
+                          back + ":float32:262144", "--wait"});
+    CHECK(done.at("state") == "completed");
+    CHECK(bytes_of(rack, back, "copied-out.bin").substr(0, 1048576) == second.substr(4096, 1048576));
+    // The remote node itself may be named for a copy across hosts.
+    done = rack.cli_json(
+        {"submit", "copy", "--on", "hb", "--in", remote + ":uint8:" + N, "--out", back + ":uint8:" + N, "--wait"});
+    CHECK(done.at("state") == "completed");
+    CHECK(bytes_of(rack, back, "whole.bin") == second);
+
+    // What a copy across hosts refuses, each by name.
+    o = rack.cli({"submit", "copy", "--on", "hb/sub0", "--in", local + ":float32:64:2", "--out", remote + ":float32:64",
+                  "--wait", "--json"});
+    CHECK(error_code_of(o.json()) == "BAD_REQUEST");
+    CHECK_THAT(error_message_of(o.json()), Catch::Contains("args[0] is a strided view"));
+    o = rack.cli({"submit", "copy", "--on", "hb/sub0", "--in", local + ":int32:64", "--out", remote + ":float32:64",
+                  "--wait", "--json"});
+    CHECK(error_code_of(o.json()) == "BAD_REQUEST");
+    CHECK_THAT(error_message_of(o.json()), Catch::Contains("the dtypes must agree"));
+    o = rack.cli({"submit", "copy", "--on", "sub0", "--in", local + ":uint8:64", "--out", remote + ":uint8:64",
+                  "--wait", "--json"});
+    CHECK(error_code_of(o.json()) == "UNREACHABLE_BUFFER");
+    CHECK_THAT(error_message_of(o.json()), Catch::Contains("which /sub0 cannot reach"));
+    const std::string device =
+        rack.cli_json({"buffer", "create", "--bytes", "4096", "--on", "n0/chip0", "--backend", "vmm"}).at("id");
+    o = rack.cli({"submit", "copy", "--on", "hb/sub0", "--in", device + ":uint8:64", "--out", remote + ":uint8:64",
+                  "--wait", "--json"});
+    CHECK(error_code_of(o.json()) == "UNREACHABLE_BUFFER");
+    CHECK_THAT(error_message_of(o.json()), Catch::Contains("is a sim_vmm buffer of this host"));
+    o = rack.cli(
+        {"submit", "fill", "--on", "hb", "--out", remote + ":float32:64", "--scalar", "float32:1", "--wait", "--json"});
+    CHECK(error_code_of(o.json()) == "UNKNOWN_WORKER");
+    CHECK_THAT(error_message_of(o.json()), Catch::Contains("is a remote node, not a worker"));
+    // No fd of a remote buffer exists here.
+    const json fd = RawClient(rack.socket()).request({{"op", "buffer.fd"}, {"buffer", remote}});
+    INFO(fd.dump());
+    CHECK(fd.at("error").at("code") == "BAD_REQUEST");
+    CHECK_THAT(fd.at("error").at("message").get<std::string>(), Catch::Contains("this host has no fd of it"));
 }

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 using namespace canopy::e2e;
@@ -161,4 +162,65 @@ TEST_CASE("SIGKILL of a remote canopyd between namespaces fails its task and the
     CHECK(worker_at(rack.cli_json({"status"}), "/hb/sub0").at("pid") != first_pid);
     CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
           "completed");
+}
+
+TEST_CASE("a graph crosses three hosts through copy, its bytes moving between hosts that share no memory",
+          "[remote][netns]") {
+    if (const std::string why = TestNetwork::unavailable(); !why.empty()) {
+        CANOPY_SKIP(why);
+    }
+    TestNetwork net({"rack", "hb", "hc"});
+    Daemon hb(l3_config("hb", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hb"));
+    Daemon hc(l3_config("hc", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hc"));
+    Daemon rack(l4_config({remote_node("hb", at(net, "hb"), "insecure"), remote_node("hc", at(net, "hc"), "insecure")},
+                          INSECURE_PEERS),
+                {}, net.enter("rack"));
+    REQUIRE(eventually_running(rack, "/hb/chip0"));
+    REQUIRE(eventually_running(rack, "/hc/sub0"));
+    constexpr std::uint32_t N = 300000; // 1.2 MB of float32: more than one chunk of a stream
+    const std::string bytes = std::to_string(N * 4);
+    const std::string on_hb = rack.cli_json({"buffer", "create", "--bytes", bytes, "--on", "hb"}).at("id");
+    const std::string on_hc = rack.cli_json({"buffer", "create", "--bytes", bytes, "--on", "hc"}).at("id");
+    const std::string here = rack.create_buffer(N * 4);
+    const auto view = [&](const std::string& id) { return json{{"buffer", id}, {"dtype", "float32"}, {"shape", {N}}}; };
+    // iota on hc; hc -> hb (staged through the L4's host); scale on hb's chip; hb -> the L4's host.
+    const json graph = {
+        {"tasks",
+         {{{"name", "iota"},
+           {"kernel", "iota"},
+           {"on", "hc/sub0"},
+           {"args", {{{"tensor", view(on_hc)}, {"tag", "output"}}}}},
+          {{"name", "to_hb"},
+           {"kernel", "copy"},
+           {"on", "hb/sub0"},
+           {"args", {{{"tensor", view(on_hc)}, {"tag", "input"}}, {{"tensor", view(on_hb)}, {"tag", "output"}}}}},
+          {{"name", "scale"},
+           {"kernel", "scale"},
+           {"on", "hb/chip0"},
+           {"args", {{{"tensor", view(on_hb)}, {"tag", "inout"}}, {{"scalar", {{"float32", 0.5}}}}}}},
+          {{"name", "home"},
+           {"kernel", "copy"},
+           {"on", "sub0"},
+           {"args", {{{"tensor", view(on_hb)}, {"tag", "input"}}, {{"tensor", view(here)}, {"tag", "output"}}}}}}}};
+    const auto file = rack.dir() / "graph.json";
+    std::ofstream(file) << graph.dump();
+    const json result = rack.cli_json({"run", file.string(), "--wait"});
+    INFO(result.dump());
+    for (const json& t : result.at("tasks")) {
+        CHECK(t.at("state") == "completed");
+    }
+    // Every element came through: element i is i / 2.
+    const auto out = rack.dir() / "here.bin";
+    REQUIRE(rack.cli({"buffer", "read", here, "--to", out.string()}).rc == 0);
+    std::ifstream in(out, std::ios::binary);
+    std::vector<float> values(N);
+    in.read(reinterpret_cast<char*>(values.data()), N * 4);
+    REQUIRE(in.gcount() == N * 4);
+    std::size_t wrong = 0;
+    for (std::uint32_t i = 0; i < N; ++i) {
+        wrong += values[i] != static_cast<float>(i) * 0.5f;
+    }
+    CHECK(wrong == 0);
+    // The staging buffer of the copy between hb and hc is gone from the L4's host.
+    CHECK(rack.cli_json({"buffer", "list"}).at("buffers").size() == 3);
 }
