@@ -43,7 +43,7 @@ struct BufferCallRequest {
 BufferCallRequest decode_buffer_call(const canopy::remote::v1::BufferCall& call);
 
 // The most data bytes one Chunk of a Read or a Write carries.
-inline constexpr std::uint64_t MAX_CHUNK_BYTES = std::uint64_t{1} << 20;
+inline constexpr std::uint64_t MAX_CHUNK_BYTES = std::uint64_t{4} << 20;
 
 // The bytes of a buffer a Read or a Write moves: [offset, offset + length) of `buffer`.
 struct ByteRange {

@@ -21,6 +21,7 @@
 #include <deque>
 #include <functional>
 #include <grpcpp/grpcpp.h>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <sys/socket.h>
@@ -195,7 +196,11 @@ public:
     }
 
 protected:
-    void release(const CanonicalIdentity& /*id*/) override {} // this process maps no buffer
+    // Drops the mapping a copy across hosts made of a buffer of this host.
+    void release(const CanonicalIdentity& id) override {
+        std::lock_guard lock(transfer_mu_);
+        mapped_.erase(std::string(reinterpret_cast<const char*>(&id), sizeof id));
+    }
 
     std::optional<worker::TaskOutcome> refuse(std::string_view kernel) override {
         if (is_module_kernel(kernel) || kernel.starts_with("@module")) {
@@ -365,15 +370,30 @@ private:
         }
     }
 
+    // The whole of buffer `d` of this host, mapped at its first copy across hosts and kept until its release.
+    std::shared_ptr<const HostWindow> local_mapping(const BufferDescriptor& d) {
+        const auto key = std::string(reinterpret_cast<const char*>(&d.identity), sizeof d.identity);
+        {
+            std::lock_guard lock(transfer_mu_);
+            if (const auto it = mapped_.find(key); it != mapped_.end()) {
+                return it->second;
+            }
+        }
+        auto mapping = std::make_shared<const HostWindow>(map_shm_window(d, 0, d.nbytes, true));
+        std::lock_guard lock(transfer_mu_);
+        return mapped_.emplace(key, std::move(mapping)).first->second;
+    }
+
     // Moves the bytes of `t` over one Read or Write stream of the session, in chunks of MAX_CHUNK_BYTES.
     std::pair<ErrorCode, std::string> move_bytes(const Transfer& t) {
-        HostWindow window;
+        std::shared_ptr<const HostWindow> mapping;
         try {
-            window = map_shm_window(t.local, t.local_offset, t.bytes, t.pull);
+            mapping = local_mapping(t.local);
         } catch (const std::exception& e) {
             return {ErrorCode::UNREACHABLE_BUFFER, "copy across hosts: buffer " + to_string(t.local.identity) +
                                                        " of this host cannot be mapped: " + e.what()};
         }
+        std::byte* const base = mapping->data + t.local_offset;
         grpc::ClientContext context;
         if (t.timeout_ms != 0) {
             context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(t.timeout_ms));
@@ -428,7 +448,7 @@ private:
                                host_ + " sent more than the " + std::to_string(t.bytes) + " bytes asked for"};
                     break;
                 }
-                std::memcpy(window.data + got, chunk.data().data(), n);
+                std::memcpy(base + got, chunk.data().data(), n);
                 got += n;
             }
             if (refusal) {
@@ -449,16 +469,22 @@ private:
         }
         pb::BufferReply reply;
         const auto writer = stub_->Write(&context, &reply);
+        pb::Chunk chunk; // one message for every chunk: its data keeps its capacity
         for (std::uint64_t at = 0; at < t.bytes;) {
             const std::uint64_t n = std::min(MAX_CHUNK_BYTES, t.bytes - at);
-            pb::Chunk chunk;
+            if (at == MAX_CHUNK_BYTES) {
+                chunk.clear_session();
+                chunk.clear_buffer();
+                chunk.clear_offset();
+                chunk.clear_length();
+            }
             if (at == 0) {
                 chunk.set_session(session_);
                 chunk.set_buffer(remote);
                 chunk.set_offset(t.remote_offset);
                 chunk.set_length(t.bytes);
             }
-            chunk.set_data(reinterpret_cast<const char*>(window.data + at), n);
+            chunk.set_data(reinterpret_cast<const char*>(base + at), n);
             if (!writer->Write(chunk)) {
                 break; // the node answered early (a refusal) or the stream broke: Finish says which
             }
@@ -617,7 +643,8 @@ private:
     std::condition_variable transfer_cv_;
     std::deque<Transfer> transfers_; // queued copies across hosts, run in order by transfer_thread_
     std::thread transfer_thread_;
-    grpc::ClientContext* transfer_context_ = nullptr; // the transfer in progress, cancelled at stop
+    grpc::ClientContext* transfer_context_ = nullptr;                 // the transfer in progress, cancelled at stop
+    std::map<std::string, std::shared_ptr<const HostWindow>> mapped_; // this host's buffers copies mapped, by identity
 };
 
 } // namespace

@@ -37,6 +37,13 @@ constexpr std::chrono::milliseconds TICK{50};
 
 } // namespace
 
+// A range of a session's buffer as a Read or a Write moves it: data..data + length, inside `mapping`.
+struct SessionBytes {
+    std::shared_ptr<const HostWindow> mapping;
+    std::byte* data = nullptr;
+    std::uint64_t length = 0;
+};
+
 // One session's event stream. Every call on it from the server's side is made under Impl::mu_, and Impl
 // forgets it in OnDone, so no call reaches it after it is destroyed; its own mutex orders writes with
 // OnWriteDone, which gRPC calls on its threads.
@@ -137,6 +144,9 @@ public:
         // A port another process listens on is an error here, not a share (gRPC sets SO_REUSEPORT by default).
         builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
         builder.SetMaxReceiveMessageSize(-1);
+        builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 4 << 20);
+        builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 8 << 20);
+        builder.AddChannelArgument(GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, 8 << 20);
         server_ = builder.BuildAndStart();
         if (!server_ || port_ == 0) {
             throw std::runtime_error("cannot serve remote L4s on " + address +
@@ -242,10 +252,14 @@ public:
     grpc::ServerWriteReactor<pb::Chunk>* Read(grpc::CallbackServerContext* context, const pb::ReadCall* call) override;
     grpc::ServerReadReactor<pb::Chunk>* Write(grpc::CallbackServerContext* context, pb::BufferReply* reply) override;
 
-    // [range] of a buffer that `session` made, mapped into this process for a Read or a Write. Throws
-    // RequestError: WORKER_DIED for a session that is not the current one, UNKNOWN_BUFFER for a buffer the session
-    // did not make, STALE_BUFFER for one released meanwhile, BAD_REQUEST for a range past its end.
-    HostWindow session_window(std::uint64_t session, const ByteRange& range, bool write) {
+    // [range] of a buffer that `session` made, as this process maps it for a Read or a Write. Throws RequestError:
+    // WORKER_DIED for a session that is not the current one, UNKNOWN_BUFFER for a buffer the session did not make,
+    // STALE_BUFFER for one released meanwhile, BAD_REQUEST for a range past its end. The whole buffer is mapped
+    // once, at its first transfer, and unmapped when it is released; `mapping` keeps the pages of a transfer in
+    // progress valid whatever happens meanwhile.
+    SessionBytes session_bytes(std::uint64_t session, const ByteRange& range) {
+        const auto key = std::string(reinterpret_cast<const char*>(&range.buffer), sizeof range.buffer);
+        std::shared_ptr<const HostWindow> mapping;
         {
             std::lock_guard lock(mu_);
             if (session == 0 || session != current_) {
@@ -260,13 +274,29 @@ public:
                                                                   " is not a buffer of L4 session " +
                                                                   std::to_string(session));
             }
+            if (const auto m = mapped_.find(key); m != mapped_.end()) {
+                mapping = m->second;
+            }
         }
-        const auto info = supervisor_.registry().find(range.buffer);
-        if (!info) {
-            throw RequestError(ErrorCode::STALE_BUFFER, "buffer " + to_string(range.buffer) + " was released");
+        if (!mapping) {
+            const auto info = supervisor_.registry().find(range.buffer);
+            if (!info) {
+                throw RequestError(ErrorCode::STALE_BUFFER, "buffer " + to_string(range.buffer) + " was released");
+            }
+            // Mapped without mu_ held: populating a large buffer's pages takes a while, and heartbeats go out under it.
+            auto whole = std::make_shared<const HostWindow>(
+                map_window(*info, supervisor_.registry(), 0, info->descriptor.nbytes, true));
+            std::lock_guard lock(mu_);
+            const auto it = session_buffers_.find(session);
+            if (it != session_buffers_.end() &&
+                std::find(it->second.begin(), it->second.end(), range.buffer) != it->second.end()) {
+                mapping = mapped_.emplace(key, std::move(whole)).first->second;
+            } else {
+                mapping = std::move(whole); // released meanwhile: this transfer alone uses the pages
+            }
         }
-        check_range(range, info->descriptor.nbytes);
-        return map_window(*info, supervisor_.registry(), range.offset, range.length, write);
+        check_range(range, mapping->length);
+        return {mapping, mapping->data + range.offset, range.length};
     }
 
     grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context, const pb::TaskCall* call,
@@ -338,6 +368,7 @@ public:
                                                                      std::to_string(session));
                     }
                     mine.erase(it);
+                    mapped_.erase(std::string(reinterpret_cast<const char*>(&id), sizeof id));
                 }
                 const auto warning = supervisor_.release_buffer(id);
                 log_->info("L4 session {}: released buffer {}", session, to_string(id));
@@ -418,6 +449,7 @@ private:
             return;
         }
         for (const CanonicalIdentity& id : it->second) {
+            mapped_.erase(std::string(reinterpret_cast<const char*>(&id), sizeof id));
             try {
                 if (const auto warning = supervisor_.release_buffer(id)) {
                     log_->warn("L4 session {} ended: buffer {}: {}", session, to_string(id), *warning);
@@ -465,6 +497,7 @@ private:
     std::uint64_t current_ = 0;
     std::uint64_t last_id_ = 0;
     std::map<std::uint64_t, std::vector<CanonicalIdentity>> session_buffers_; // what each live session made
+    std::map<std::string, std::shared_ptr<const HostWindow>> mapped_; // session buffers a transfer mapped, by identity
     std::string last_refusal_;
     bool stopped_ = false;
     std::thread ticker_;
@@ -636,9 +669,9 @@ grpc::ServerBidiReactor<pb::TaskCall, pb::TaskReply>* RemoteServer::Impl::Tasks(
     return TaskStream::open(*this, context);
 }
 
-// A Read: the range is mapped once and written out in chunks of MAX_CHUNK_BYTES, one write in flight at a time
+// A Read: the range is written out in chunks of MAX_CHUNK_BYTES, one write in flight at a time
 // (HTTP/2 flow control paces them). A refusal is one chunk with its code and message. The stream owns itself
-// until OnDone; its window keeps the pages mapped, whatever happens to the buffer meanwhile.
+// until OnDone.
 class ReadStream final : public grpc::ServerWriteReactor<pb::Chunk> {
 public:
     ReadStream(RemoteServer::Impl& owner, grpc::CallbackServerContext* context, const pb::ReadCall& call) {
@@ -647,7 +680,7 @@ public:
                 Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error));
                 return;
             }
-            window_ = owner.session_window(call.session(), decode_read_call(call), false);
+            bytes_ = owner.session_bytes(call.session(), decode_read_call(call));
         } catch (const RequestError& e) {
             refuse(e.code(), e.what());
             return;
@@ -681,23 +714,23 @@ private:
     }
 
     void next() {
-        if (sent_ == window_.length) {
+        if (sent_ == bytes_.length) {
             Finish(grpc::Status::OK);
             return;
         }
-        const std::uint64_t n = std::min(MAX_CHUNK_BYTES, window_.length - sent_);
-        chunk_.set_data(reinterpret_cast<const char*>(window_.data + sent_), n);
+        const std::uint64_t n = std::min(MAX_CHUNK_BYTES, bytes_.length - sent_);
+        chunk_.set_data(reinterpret_cast<const char*>(bytes_.data + sent_), n);
         sent_ += n;
         StartWrite(&chunk_);
     }
 
-    HostWindow window_;
+    SessionBytes bytes_;
     pb::Chunk chunk_;
     std::uint64_t sent_ = 0;
     bool refused_ = false;
 };
 
-// A Write: the first chunk names the range, which is mapped once; each chunk's data lands after the last. The
+// A Write: the first chunk names the range; each chunk's data lands after the last. The
 // reply says OK once the stream ended with every byte of the range in place, or why not. The stream owns itself
 // until OnDone.
 class WriteStream final : public grpc::ServerReadReactor<pb::Chunk> {
@@ -724,7 +757,7 @@ public:
         try {
             if (range_.length == 0) {
                 range_ = decode_write_head(in_);
-                window_ = owner_.session_window(in_.session(), range_, true);
+                bytes_ = owner_.session_bytes(in_.session(), range_);
             } else if (in_.data().size() > MAX_CHUNK_BYTES) {
                 throw RequestError(ErrorCode::BAD_REQUEST, "write.data: " + std::to_string(in_.data().size()) +
                                                                " bytes in one chunk; at most " +
@@ -736,7 +769,7 @@ public:
                                                                " bytes for a range of " +
                                                                std::to_string(range_.length));
             }
-            std::memcpy(window_.data + received_, in_.data().data(), n);
+            std::memcpy(bytes_.data + received_, in_.data().data(), n);
             received_ += n;
         } catch (const RequestError& e) {
             answer(e.code(), e.what());
@@ -761,7 +794,7 @@ private:
     pb::BufferReply* reply_;
     pb::Chunk in_;
     ByteRange range_{};
-    HostWindow window_;
+    SessionBytes bytes_;
     std::uint64_t received_ = 0;
 };
 

@@ -264,3 +264,37 @@ TEST_CASE("the bytes of a remote host's buffer are written and read through the 
     CHECK(fd.at("error").at("code") == "BAD_REQUEST");
     CHECK_THAT(fd.at("error").at("message").get<std::string>(), Catch::Contains("this host has no fd of it"));
 }
+
+TEST_CASE("a node takes back the queued tasks of an L4 session that ended, and runs the next session's", "[remote]") {
+    const std::uint16_t port = free_tcp_port();
+    Daemon hb(l3_config("hb", loopback(port), "insecure"));
+    {
+        Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure")}));
+        REQUIRE(eventually_running(rack, "/hb/sub0"));
+        // hb's own client fills its sub's mailbox (64 frames) with tasks of 30 ms; the L4's 20 tasks then wait in
+        // hb's supervisor.
+        const auto graph = [](const std::string& on, int n) {
+            json tasks = json::array();
+            for (int i = 0; i < n; ++i) {
+                tasks.push_back({{"name", "t" + std::to_string(i)},
+                                 {"kernel", "sleep_ms"},
+                                 {"on", on},
+                                 {"args", {{{"scalar", {{"int64", 30}}}}}}});
+            }
+            return json{{"tasks", tasks}}.dump();
+        };
+        std::ofstream(hb.dir() / "local.json") << graph("sub0", 64);
+        REQUIRE(hb.cli({"run", (hb.dir() / "local.json").string()}).rc == 0);
+        std::ofstream(rack.dir() / "remote.json") << graph("hb/sub0", 20);
+        REQUIRE(rack.cli({"run", (rack.dir() / "remote.json").string()}).rc == 0);
+        std::this_thread::sleep_for(std::chrono::milliseconds(300)); // the tasks reach hb
+        REQUIRE(::kill(rack.pid(), SIGKILL) == 0);
+        REQUIRE(rack.wait_exit(std::chrono::seconds(10)).has_value());
+    }
+    // Nobody waits for their results: hb does not run them.
+    CHECK(eventually_logged(hb, {"L4 session 1 ended: took back its", "queued tasks"}));
+    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure")}));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    const json done = rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:1", "--wait"});
+    CHECK(done.at("state") == "completed");
+}
