@@ -3,6 +3,7 @@
 #include "protocol/task_args.h"
 #include "remote/canopy_remote.pb.h"
 
+#include <algorithm>
 #include <cstring>
 #include <span>
 
@@ -35,6 +36,13 @@ BufferCallRequest decode_buffer_call(const canopy::remote::v1::BufferCall& call)
         out.create = true;
         out.nbytes = call.create_bytes();
         out.access = access;
+        const std::string& chip = call.chip();
+        if (chip.size() > 63 || chip.find('/') != std::string::npos ||
+            std::any_of(chip.begin(), chip.end(), [](char c) { return c <= 0x20 || c >= 0x7f; })) {
+            throw RequestError(ErrorCode::BAD_REQUEST,
+                               "buffer.chip: expected the name of one of the node's chips, 1..63 printable characters");
+        }
+        out.chip = chip;
         return out;
     }
     case canopy::remote::v1::BufferCall::kRelease:

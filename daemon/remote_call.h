@@ -36,10 +36,11 @@ struct BufferCallRequest {
     std::uint64_t nbytes = 0;
     Access access = Access::READWRITE;
     CanonicalIdentity release{};
+    std::string chip; // a creation in this chip's device memory; empty for POSIX_SHM
 };
 
-// Throws RequestError(BAD_REQUEST) naming the field: no operation, an access outside 1..3, a release that is not
-// 32 bytes.
+// Throws RequestError(BAD_REQUEST) naming the field: no operation, an access outside 1..3, a chip name that is not
+// one path element of 1..63 printable characters, a release that is not 32 bytes.
 BufferCallRequest decode_buffer_call(const canopy::remote::v1::BufferCall& call);
 
 // The most data bytes one Chunk of a Read or a Write carries.

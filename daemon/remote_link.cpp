@@ -232,6 +232,7 @@ protected:
             }
             call.set_create_bytes(static_cast<std::uint64_t>(args_.scalars[0].bits));
             call.set_access(static_cast<std::uint32_t>(args_.scalars[1].bits));
+            call.set_chip(std::string(frame().target));
         } else {
             if (args_.tensors.size() != 1 || !args_.scalars.empty()) {
                 throw kernels::KernelError(ErrorCode::BAD_REQUEST, std::string(kernel) + ": expected one tensor");

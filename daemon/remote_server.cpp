@@ -3,6 +3,7 @@
 #include "daemon/host_window.h"
 #include "daemon/remote_call.h"
 #include "daemon/remote_credentials.h"
+#include "daemon/staged_copy.h"
 #include "ipc/unique_fd.h"
 #include "protocol/task_args.h"
 #include "remote/canopy_remote.grpc.pb.h"
@@ -38,10 +39,31 @@ constexpr std::chrono::milliseconds TICK{50};
 } // namespace
 
 // A range of a session's buffer as a Read or a Write moves it: data..data + length, inside `mapping`.
+// A device buffer's range is staged: `device` is then the buffer, and a Read or a Write moves its bytes through a
+// staging buffer (staging()) that its chip's copy fills or empties.
 struct SessionBytes {
     std::shared_ptr<const HostWindow> mapping;
     std::byte* data = nullptr;
     std::uint64_t length = 0;
+    std::optional<BufferInfo> device;
+    BufferDescriptor staging{};       // of a staging buffer
+    std::shared_ptr<const void> keep; // a staging buffer: released when the last holder goes
+};
+
+// A staging buffer of the node's, released when the last SessionBytes naming it goes.
+struct StagingBuffer {
+    StagingBuffer(Supervisor& s, const CanonicalIdentity& i) : supervisor(s), id(i) {}
+    StagingBuffer(const StagingBuffer&) = delete;
+    StagingBuffer& operator=(const StagingBuffer&) = delete;
+    Supervisor& supervisor;
+    CanonicalIdentity id;
+    ~StagingBuffer() {
+        try {
+            (void)supervisor.release_buffer(id);
+        } catch (const std::exception&) {
+            // released already (the node is stopping)
+        }
+    }
 };
 
 // One session's event stream. Every call on it from the server's side is made under Impl::mu_, and Impl
@@ -283,6 +305,13 @@ public:
             if (!info) {
                 throw RequestError(ErrorCode::STALE_BUFFER, "buffer " + to_string(range.buffer) + " was released");
             }
+            if (AddressSpace{info->descriptor.address_space} == AddressSpace::DEVICE) {
+                check_range(range, info->descriptor.nbytes);
+                SessionBytes device;
+                device.length = range.length;
+                device.device = *info;
+                return device;
+            }
             // Mapped without mu_ held: populating a large buffer's pages takes a while, and heartbeats go out under it.
             auto whole = std::make_shared<const HostWindow>(
                 map_window(*info, supervisor_.registry(), 0, info->descriptor.nbytes, true));
@@ -296,7 +325,11 @@ public:
             }
         }
         check_range(range, mapping->length);
-        return {mapping, mapping->data + range.offset, range.length};
+        SessionBytes out;
+        out.data = mapping->data + range.offset;
+        out.length = range.length;
+        out.mapping = std::move(mapping);
+        return out;
     }
 
     grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context, const pb::TaskCall* call,
@@ -312,9 +345,9 @@ public:
         return reactor;
     }
 
-    // Creates or releases a POSIX_SHM buffer for the current session. The creation runs without mu_ held (reserving
-    // a large buffer's pages takes a while, and heartbeats go out under mu_); a buffer whose session ended
-    // meanwhile is released at once.
+    // Creates (POSIX_SHM, or in a chip's device memory) or releases a buffer for the current session. The creation runs
+    // without mu_ held (reserving a large buffer's pages takes a while, and heartbeats go out under mu_); a buffer
+    // whose session ended meanwhile is released at once.
     grpc::ServerUnaryReactor* Buffer(grpc::CallbackServerContext* context, const pb::BufferCall* call,
                                      pb::BufferReply* reply) override {
         grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -338,6 +371,10 @@ public:
                 BufferRequest request;
                 request.nbytes = decoded.nbytes;
                 request.access = decoded.access;
+                if (!decoded.chip.empty()) {
+                    request.on = decoded.chip;
+                    request.backend = chip_backend(decoded.chip);
+                }
                 const BufferDescriptor d = supervisor_.create_buffer(request);
                 bool kept = false;
                 {
@@ -383,6 +420,23 @@ public:
         }
     }
 
+    // The device memory of this node's chip `chip`: cuda_vmm on a cuda chip, sim_vmm on a sim chip. Throws
+    // RequestError(BAD_REQUEST) naming the node's chips when `chip` is none of them.
+    Backend chip_backend(const std::string& chip) const {
+        std::string chips;
+        for (const WorkerStatus& w : supervisor_.status()) {
+            if (w.kind != "chip") {
+                continue;
+            }
+            if (w.path == "/" + chip) {
+                return w.backend == "cuda" ? Backend::CUDA_VMM : Backend::SIM_VMM;
+            }
+            chips += (chips.empty() ? "" : ", ") + w.path.substr(1);
+        }
+        throw RequestError(ErrorCode::BAD_REQUEST, "node " + name_ + " has no chip '" + chip +
+                                                       "' (its chips: " + (chips.empty() ? "none" : chips) + ")");
+    }
+
     // Why a task of `session` is not taken, or "" when that session is the current one.
     std::string session_refusal(std::uint64_t session) const {
         std::lock_guard lock(mu_);
@@ -394,6 +448,28 @@ public:
     }
 
     Supervisor& supervisor() noexcept { return supervisor_; }
+
+    // A new POSIX_SHM buffer of `length` bytes on this host, mapped, for the bytes of a device buffer.
+    SessionBytes staging(std::uint64_t length) {
+        BufferRequest request;
+        request.nbytes = length;
+        const BufferDescriptor d = supervisor_.create_buffer(request);
+        SessionBytes out;
+        out.keep = std::make_shared<const StagingBuffer>(supervisor_, d.identity);
+        out.mapping = std::make_shared<const HostWindow>(
+            map_window(*supervisor_.registry().find(d.identity), supervisor_.registry(), 0, length, true));
+        out.data = out.mapping->data;
+        out.length = length;
+        out.staging = d;
+        return out;
+    }
+
+    // Copies the staged bytes of `range` between device buffer `device` and `staged` on the chip that made it.
+    void chip_copy(const BufferInfo& device, const SessionBytes& staged, std::uint64_t offset, bool to_device,
+                   std::function<void(const TaskResult&)> done) {
+        copy_through(supervisor_, device.creator, device.descriptor, staged.staging, offset, staged.length, to_device,
+                     std::chrono::milliseconds(0), std::move(done));
+    }
 
     // Takes back the tasks of `session` still queued here (their task group is the session).
     void withdraw_session_tasks(std::uint64_t session) {
@@ -680,7 +756,23 @@ public:
                 Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error));
                 return;
             }
-            bytes_ = owner.session_bytes(call.session(), decode_read_call(call));
+            const ByteRange range = decode_read_call(call);
+            bytes_ = owner.session_bytes(call.session(), range);
+            if (bytes_.device) {
+                // Device memory: its chip copies the range into a staging buffer first, which is then streamed.
+                const BufferInfo device = *bytes_.device;
+                SessionBytes staged = owner.staging(range.length);
+                owner.chip_copy(device, staged, range.offset, false, [this, staged, device](const TaskResult& r) {
+                    if (!r.ok()) {
+                        refuse(r.code, "reading device buffer " + to_string(device.descriptor.identity) + " through " +
+                                           device.creator + ": " + r.message);
+                        return;
+                    }
+                    bytes_ = staged;
+                    next();
+                });
+                return;
+            }
         } catch (const RequestError& e) {
             refuse(e.code(), e.what());
             return;
@@ -751,6 +843,18 @@ public:
                                                    std::to_string(range_.length) + " bytes");
                 return;
             }
+            if (device_) {
+                const BufferInfo device = *device_;
+                owner_.chip_copy(device, bytes_, range_.offset, true, [this, device](const TaskResult& r) {
+                    if (!r.ok()) {
+                        answer(r.code, "writing device buffer " + to_string(device.descriptor.identity) + " through " +
+                                           device.creator + ": " + r.message);
+                        return;
+                    }
+                    answer(ErrorCode::OK, {});
+                });
+                return;
+            }
             answer(ErrorCode::OK, {});
             return;
         }
@@ -758,6 +862,11 @@ public:
             if (range_.length == 0) {
                 range_ = decode_write_head(in_);
                 bytes_ = owner_.session_bytes(in_.session(), range_);
+                if (bytes_.device) {
+                    // Device memory: the bytes land in a staging buffer, which its chip copies in at the end.
+                    device_ = bytes_.device;
+                    bytes_ = owner_.staging(range_.length);
+                }
             } else if (in_.data().size() > MAX_CHUNK_BYTES) {
                 throw RequestError(ErrorCode::BAD_REQUEST, "write.data: " + std::to_string(in_.data().size()) +
                                                                " bytes in one chunk; at most " +
@@ -795,6 +904,7 @@ private:
     pb::Chunk in_;
     ByteRange range_{};
     SessionBytes bytes_;
+    std::optional<BufferInfo> device_; // the device buffer written through bytes_, a staging buffer
     std::uint64_t received_ = 0;
 };
 

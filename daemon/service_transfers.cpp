@@ -4,6 +4,7 @@
 // service_attachments.cpp.
 #include "daemon/host_window.h"
 #include "daemon/service.h"
+#include "daemon/staged_copy.h"
 #include "protocol/base64.h"
 #include "worker/worker_loop.h"
 
@@ -18,8 +19,6 @@ namespace {
 using nlohmann::json;
 
 constexpr std::uint64_t MAX_READ_CHUNK = 512 * 1024;
-// The bytes of one `copy` between a cuda_vmm buffer and its staging buffer.
-constexpr std::uint64_t CHIP_COPY_BYTES = std::uint64_t{1} << 30;
 
 [[noreturn]] void bad(const std::string& message) {
     throw RequestError(ErrorCode::BAD_REQUEST, message);
@@ -205,38 +204,8 @@ bool Service::staged(const BufferInfo& info) const {
 
 void Service::copy_through_chip(const BufferInfo& info, const BufferDescriptor& staging, std::uint64_t offset,
                                 std::uint64_t length, bool to_device, std::function<void(const TaskResult&)> done) {
-    struct Copies {
-        std::mutex mu;
-        std::uint64_t left = 0;
-        TaskResult first_failure;
-        std::function<void(const TaskResult&)> done;
-    };
-    auto copies = std::make_shared<Copies>();
-    copies->left = (length + CHIP_COPY_BYTES - 1) / CHIP_COPY_BYTES;
-    copies->done = std::move(done);
-    for (std::uint64_t at = 0; at < length; at += CHIP_COPY_BYTES) {
-        const auto count = static_cast<std::uint32_t>(std::min(CHIP_COPY_BYTES, length - at));
-        TaskRequest copy;
-        copy.kernel = "copy";
-        copy.worker = transfer_chip(info);
-        const Tensor staged = make_tensor(staging, DataType::UINT8, {count}, {}, at);
-        const Tensor on_device = make_tensor(info.descriptor, DataType::UINT8, {count}, {}, offset + at);
-        copy.args.tensors.push_back({to_device ? staged : on_device, TensorTag::INPUT});
-        copy.args.tensors.push_back({to_device ? on_device : staged, TensorTag::OUTPUT});
-        copy.timeout = config_.supervision.task_timeout;
-        supervisor_.submit(std::move(copy), [copies](TaskResult result) {
-            std::unique_lock lock(copies->mu);
-            if (!result.ok() && copies->first_failure.ok()) {
-                copies->first_failure = result;
-            }
-            if (--copies->left > 0) {
-                return;
-            }
-            const TaskResult outcome = copies->first_failure.ok() ? result : copies->first_failure;
-            lock.unlock();
-            copies->done(outcome);
-        });
-    }
+    copy_through(supervisor_, transfer_chip(info), info.descriptor, staging, offset, length, to_device,
+                 config_.supervision.task_timeout, std::move(done));
 }
 
 } // namespace canopy::daemon

@@ -224,10 +224,11 @@ private:
     // The link slot that runs a checked copy across hosts, with `task` made for it; null when it runs in two
     // stages (relay), which then owns `done`.
     ChildSlot* route_across(TaskRequest& request, TaskCallback& done, PendingTask& task);
-    // Runs a copy between two remote hosts: from's link reads into a staging buffer of this host, then to's link
-    // writes it out. Takes `done` once the staging buffer exists; throws RequestError before that.
-    void relay(const TaskRequest& request, TaskCallback& done, std::uint64_t task_id, const std::string& from,
-               const std::string& to);
+    // Runs a copy across hosts in two stages through a staging buffer of this host: `first` copies the input into
+    // it, then `second` copies it to the output. Takes `done` once the staging buffer exists; throws RequestError
+    // before that.
+    void relay(const TaskRequest& request, TaskCallback& done, std::uint64_t task_id, const Route& first,
+               const Route& second);
 
     // lifecycle (supervisor.cpp)
     // Why an incarnation ended: its own exit (or a failure to start it), its zygote's death, or a stop.
@@ -259,9 +260,11 @@ private:
     // Dups of the parent's fds of `d` for `requester`, fetched once and kept until the buffer's release.
     worker::VmmFds reexported_fds(const BufferDescriptor& d, const std::string& requester);
     BufferDescriptor create_symmetric(const BufferRequest& request);
-    BufferDescriptor create_remote_buffer(ChildSlot& slot, const BufferRequest& request);
-    // Sends control frame `kernel` with `args` to the link of remote node `slot` and waits for its result.
-    TaskResult remote_buffer_call(ChildSlot& slot, std::string_view kernel, const TaskArgs& args);
+    BufferDescriptor create_remote_buffer(ChildSlot& slot, const BufferRequest& request, const std::string& chip);
+    // Sends control frame `kernel` with `args` (for `target` below the node) to the link of remote node `slot` and
+    // waits for its result.
+    TaskResult remote_buffer_call(ChildSlot& slot, std::string_view kernel, const TaskArgs& args,
+                                  const std::string& target = "");
     // Has each chip create its copy of the pending device buffer `d` (rank = index in `chips` when
     // symmetric), waits for the results and the fds, then commits it; on any failure retires the identity
     // and throws RequestError.

@@ -46,13 +46,17 @@ BufferDescriptor Supervisor::create_buffer(const BufferRequest& request) {
     if (!request.on.empty() && request.on != "/" && request.on != options_.path) {
         const Route route = resolve_any(request.on);
         if (route.slot->spec.kind == ChildKind::REMOTE) {
-            if (request.backend != Backend::POSIX_SHM || !route.target.empty()) {
-                throw RequestError(ErrorCode::BAD_REQUEST,
-                                   "a buffer on remote node " + route.slot->path +
-                                       " is a posix_shm buffer of its host (--on " + route.slot->spec.name +
-                                       "); its chips' device memory is not reachable from this L4");
+            const bool device = request.backend == Backend::SIM_VMM || request.backend == Backend::CUDA_VMM;
+            if (route.target.empty() ? request.backend != Backend::POSIX_SHM
+                                     : !device || !consumes(route.worker_kind, request.backend)) {
+                throw RequestError(ErrorCode::BAD_REQUEST, "a buffer on remote node " + route.slot->path +
+                                                               " is a posix_shm buffer of its host (--on " +
+                                                               route.slot->spec.name +
+                                                               ") or the device memory of one of its chips (--on " +
+                                                               route.slot->spec.name + "/chip0 --backend vmm); got " +
+                                                               to_string(request.backend) + " on " + route.path());
             }
-            return create_remote_buffer(*route.slot, request);
+            return create_remote_buffer(*route.slot, request, route.target);
         }
     }
     if (request.backend == Backend::POSIX_SHM) {
@@ -173,17 +177,19 @@ BufferDescriptor Supervisor::create_symmetric(const BufferRequest& request) {
     return d;
 }
 
-// A POSIX_SHM buffer on the host of remote node `slot`, made by the node for the link's session.
-BufferDescriptor Supervisor::create_remote_buffer(ChildSlot& slot, const BufferRequest& request) {
+// A buffer on the host of remote node `slot`, made by the node for the link's session: POSIX_SHM, or in the device
+// memory of its chip `chip`.
+BufferDescriptor Supervisor::create_remote_buffer(ChildSlot& slot, const BufferRequest& request,
+                                                  const std::string& chip) {
     TaskArgs args;
     args.scalars.push_back(ScalarArg::i64(static_cast<std::int64_t>(request.nbytes)));
     args.scalars.push_back(ScalarArg::i64(static_cast<std::int64_t>(request.access)));
-    const TaskResult r = remote_buffer_call(slot, REMOTE_BUFFER_CREATE, args);
+    const TaskResult r = remote_buffer_call(slot, REMOTE_BUFFER_CREATE, args, chip);
     if (!r.ok()) {
         throw RequestError(r.code, "remote node " + slot.path + " could not create the buffer: " + r.message);
     }
     const BufferDescriptor d = remote_buffer_descriptor(r.message, "remote node " + slot.path);
-    if (Backend{d.backend} != Backend::POSIX_SHM || d.nbytes != request.nbytes || Access{d.access} != request.access ||
+    if (Backend{d.backend} != request.backend || d.nbytes != request.nbytes || Access{d.access} != request.access ||
         d.identity.owner_instance == buffers_.owner_instance()) {
         throw RequestError(ErrorCode::INVALID_DESCRIPTOR, "remote node " + slot.path + " answered a creation of " +
                                                               std::to_string(request.nbytes) +
@@ -194,12 +200,13 @@ BufferDescriptor Supervisor::create_remote_buffer(ChildSlot& slot, const BufferR
     return d;
 }
 
-TaskResult Supervisor::remote_buffer_call(ChildSlot& slot, std::string_view kernel, const TaskArgs& args) {
+TaskResult Supervisor::remote_buffer_call(ChildSlot& slot, std::string_view kernel, const TaskArgs& args,
+                                          const std::string& target) {
     auto promise = std::make_shared<std::promise<TaskResult>>();
     auto result = promise->get_future();
     enqueue(slot, PendingTask{next_task_id_++,
                               std::string(kernel),
-                              "",
+                              target,
                               {},
                               encode_task_args(args),
                               [promise](TaskResult r) { promise->set_value(std::move(r)); },

@@ -65,8 +65,8 @@ Supervisor::Route Supervisor::route_of(const TaskRequest& request) const {
     return resolve(request.worker);
 }
 
-// Either side of a copy across hosts: a live buffer of some host, as its registration says; a POSIX_SHM one where
-// it is this host's.
+// Either side of a copy across hosts: a live buffer of some host, as its registration says. On this host, a
+// POSIX_SHM buffer (the link maps it by name) or a device buffer of one chip (staged through a POSIX_SHM one).
 void Supervisor::check_copy_side(const BufferDescriptor& d, std::size_t i) const {
     const std::string host = host_of(d);
     if (!host.empty()) {
@@ -76,11 +76,11 @@ void Supervisor::check_copy_side(const BufferDescriptor& d, std::size_t i) const
         }
         return;
     }
-    if (Backend{d.backend} != Backend::POSIX_SHM) {
+    const Backend backend{d.backend};
+    if (backend != Backend::POSIX_SHM && backend != Backend::SIM_VMM && backend != Backend::CUDA_VMM) {
         throw RequestError(ErrorCode::UNREACHABLE_BUFFER,
-                           "copy across hosts: " + arg_name(i) + " is a " + to_string(Backend{d.backend}) +
-                               " buffer of this host; bytes cross hosts from and to posix_shm buffers (copy a "
-                               "device buffer to one on its chip first)");
+                           "copy across hosts: " + arg_name(i) + " is a " + to_string(backend) +
+                               " arena of this host; bytes cross hosts from and to posix_shm and device buffers");
     }
     if (d.identity.owner_instance != buffers_.owner_instance()) {
         if (const auto why = buffers_.stale_reason(d.identity)) {
@@ -88,12 +88,30 @@ void Supervisor::check_copy_side(const BufferDescriptor& d, std::size_t i) const
         }
         throw RequestError(ErrorCode::UNKNOWN_BUFFER, arg_name(i) + ": no buffer " + to_string(d.identity));
     }
-    check_buffer(Route{nullptr, "", ChildKind::SUB, 0}, d, i);
+    switch (buffers_.lookup(d.identity)) {
+    case BufferLookup::UNKNOWN:
+        throw RequestError(ErrorCode::UNKNOWN_BUFFER, arg_name(i) + ": no buffer " + to_string(d.identity));
+    case BufferLookup::STALE:
+        throw RequestError(ErrorCode::STALE_BUFFER,
+                           arg_name(i) + ": buffer " + to_string(d.identity) + " was released");
+    case BufferLookup::LIVE:
+        break;
+    }
+    const auto info = buffers_.find(d.identity);
+    if (!(info->descriptor == d)) {
+        throw RequestError(ErrorCode::INVALID_DESCRIPTOR,
+                           arg_name(i) + ": descriptor does not match buffer " + to_string(d.identity));
+    }
+    if (!info->world.empty()) {
+        throw RequestError(ErrorCode::UNREACHABLE_BUFFER, "copy across hosts: " + arg_name(i) +
+                                                              " is a symmetric buffer; copy one rank's copy to "
+                                                              "a buffer of its chip first");
+    }
 }
 
 // Where a copy across hosts runs, and what both its sides must be. Its worker is on its output's host (naming a
-// remote node itself, either side may be on the node's host). Both sides are POSIX_SHM where they are on this host
-// (the link maps them by name), and contiguous views of one dtype (the bytes move as they are).
+// remote node itself, either side may be on the node's host). Both views are contiguous and of one dtype (the bytes
+// move as they are).
 void Supervisor::check_copy_across(const Route& route, const TaskRequest& request) const {
     const std::string in_host = host_of(request.args.tensors[0].tensor.buffer);
     const std::string out_host = host_of(request.args.tensors[1].tensor.buffer);
@@ -123,18 +141,31 @@ void Supervisor::check_copy_across(const Route& route, const TaskRequest& reques
     }
 }
 
-// The copy runs on the link of the remote node involved; between two remote hosts, in two stages.
+// The copy runs on the link of the remote node involved. Between two remote hosts, and between a remote host and a
+// device buffer of this one, it runs in two stages through a POSIX_SHM staging buffer of this host.
 ChildSlot* Supervisor::route_across(TaskRequest& request, TaskCallback& done, PendingTask& task) {
     if (!request.after.empty()) {
         throw RequestError(ErrorCode::BAD_REQUEST, "a copy across hosts cannot be ordered after other tasks");
     }
-    const std::string in_host = host_of(request.args.tensors[0].tensor.buffer);
-    const std::string out_host = host_of(request.args.tensors[1].tensor.buffer);
+    const BufferDescriptor& in = request.args.tensors[0].tensor.buffer;
+    const BufferDescriptor& out = request.args.tensors[1].tensor.buffer;
+    const std::string in_host = host_of(in);
+    const std::string out_host = host_of(out);
+    const auto link = [&](const std::string& host) { return Route{remote_slot(host), "", ChildKind::SUB, 0}; };
+    const auto device = [](const BufferDescriptor& d) { return AddressSpace{d.address_space} == AddressSpace::DEVICE; };
+    const auto chip = [&](const BufferDescriptor& d) { return resolve(buffers_.find(d.identity)->creator); };
     if (!in_host.empty() && !out_host.empty()) {
-        relay(request, done, task.task_id, in_host, out_host);
+        relay(request, done, task.task_id, link(in_host), link(out_host));
         return nullptr;
     }
-    ChildSlot* link = remote_slot(in_host.empty() ? out_host : in_host);
+    if (in_host.empty() && device(in)) {
+        relay(request, done, task.task_id, chip(in), link(out_host));
+        return nullptr;
+    }
+    if (out_host.empty() && device(out)) {
+        relay(request, done, task.task_id, link(in_host), chip(out));
+        return nullptr;
+    }
     task = PendingTask{task.task_id,
                        "copy",
                        "",
@@ -146,11 +177,11 @@ ChildSlot* Supervisor::route_across(TaskRequest& request, TaskCallback& done, Pe
                        {},
                        request.keep_failure,
                        request.group};
-    return link;
+    return remote_slot(in_host.empty() ? out_host : in_host);
 }
 
-void Supervisor::relay(const TaskRequest& request, TaskCallback& done, std::uint64_t task_id, const std::string& from,
-                       const std::string& to) {
+void Supervisor::relay(const TaskRequest& request, TaskCallback& done, std::uint64_t task_id, const Route& first,
+                       const Route& second) {
     const Tensor in = request.args.tensors[0].tensor;
     const Tensor out = request.args.tensors[1].tensor;
     BufferRequest staging_request;
@@ -165,63 +196,45 @@ void Supervisor::relay(const TaskRequest& request, TaskCallback& done, std::uint
         args.tensors.push_back({b, TensorTag::OUTPUT});
         return encode_task_args(args);
     };
-    ChildSlot* first = remote_slot(from);
-    ChildSlot* second = remote_slot(to);
-    const bool keep = request.keep_failure;
-    const std::uint64_t group = request.group;
-    const auto timeout = request.timeout;
-    const LaunchConfig launch = request.launch;
-    auto fail = [this, task_id, keep, staging](TaskCallback& cb, ErrorCode code, const std::string& message,
-                                               std::uint64_t start, std::uint64_t end) {
-        (void)release_buffer(staging.identity);
-        note_failure(task_id, keep, code);
-        cb(TaskResult{task_id, code, message, start, end});
+    // A stage on a chip of this host is timed by this supervisor; one on a link by the link.
+    const auto stage = [&](const Route& route, std::vector<std::byte> blob, TaskCallback cb) {
+        return PendingTask{next_task_id_++,
+                           "copy",
+                           route.target,
+                           request.launch,
+                           std::move(blob),
+                           std::move(cb),
+                           request.timeout,
+                           route.slot->spec.kind != ChildKind::NODE && route.slot->spec.kind != ChildKind::REMOTE,
+                           {},
+                           false,
+                           request.group};
     };
-    std::vector<std::byte> second_blob = encode(staged, out);
-    auto after_first = [this, done = std::move(done), fail, second, second_blob = std::move(second_blob), launch,
-                        timeout, keep, group, task_id, staging, from, to](TaskResult first_result) mutable {
+    const std::string what = "copy across hosts, from " + host_name(host_of(in.buffer)) + " to " +
+                             host_name(host_of(out.buffer)) + " through staging buffer " + to_string(staging.identity);
+    const bool keep = request.keep_failure;
+    auto finish = [this, task_id, keep, staging, what](TaskCallback& cb, const TaskResult& r, std::uint64_t start) {
+        (void)release_buffer(staging.identity);
+        if (!r.ok()) {
+            note_failure(task_id, keep, r.code);
+        }
+        cb(TaskResult{task_id, r.code, r.ok() ? std::string() : what + ": " + r.message, start, r.end_ns});
+    };
+    PendingTask then = stage(second, encode(staged, out), {});
+    ChildSlot* const second_slot = second.slot;
+    auto after_first = [this, done = std::move(done), finish, then = std::move(then),
+                        second_slot](TaskResult first_result) mutable {
         if (!first_result.ok()) {
-            fail(done, first_result.code, "copy across hosts, from " + from + " to " + to + ": " + first_result.message,
-                 first_result.start_ns, first_result.end_ns);
+            finish(done, first_result, first_result.start_ns);
             return;
         }
-        const std::uint64_t start = first_result.start_ns;
-        auto after_second = [this, done = std::move(done), fail, start, task_id, staging, from,
-                             to](TaskResult second_result) mutable {
-            if (!second_result.ok()) {
-                fail(done, second_result.code,
-                     "copy across hosts, from " + from + " to " + to + ": " + second_result.message, start,
-                     second_result.end_ns);
-                return;
-            }
-            (void)release_buffer(staging.identity);
-            done(TaskResult{task_id, ErrorCode::OK, {}, start, second_result.end_ns});
+        then.done = [done = std::move(done), finish, start = first_result.start_ns](TaskResult r) mutable {
+            finish(done, r, start);
         };
-        enqueue(*second, PendingTask{next_task_id_++,
-                                     "copy",
-                                     "",
-                                     launch,
-                                     std::move(second_blob),
-                                     std::move(after_second),
-                                     timeout,
-                                     false,
-                                     {},
-                                     false,
-                                     group});
+        enqueue(*second_slot, std::move(then));
     };
-    log_->debug("task {}: copy across hosts from {} to {} staged through buffer {}", task_id, host_name(from),
-                host_name(to), to_string(staging.identity));
-    enqueue(*first, PendingTask{next_task_id_++,
-                                "copy",
-                                "",
-                                launch,
-                                encode(in, staged),
-                                std::move(after_first),
-                                timeout,
-                                false,
-                                {},
-                                false,
-                                group});
+    log_->debug("task {}: {}", task_id, what);
+    enqueue(*first.slot, stage(first, encode(in, staged), std::move(after_first)));
 }
 
 } // namespace canopy::daemon

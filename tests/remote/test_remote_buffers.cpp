@@ -78,11 +78,12 @@ TEST_CASE("a buffer created on a remote node's host is used by tasks there and r
     CHECK(error_code_of(o.json()) == "UNREACHABLE_BUFFER");
     CHECK_THAT(error_message_of(o.json()),
                Catch::Contains("is on the host of remote node /hb, which /sub0 cannot reach"));
-    // Device memory of the host's chips is not offered through the L4.
-    o = rack.cli({"buffer", "create", "--bytes", "4096", "--on", "hb/chip0", "--backend", "vmm", "--json"});
+    // Device memory is a chip's: a sub has none, and the host itself has posix_shm buffers.
+    o = rack.cli({"buffer", "create", "--bytes", "4096", "--on", "hb/sub0", "--backend", "vmm", "--json"});
     CHECK(o.rc != 0);
     CHECK(error_code_of(o.json()) == "BAD_REQUEST");
-    CHECK_THAT(error_message_of(o.json()), Catch::Contains("a buffer on remote node /hb is a posix_shm buffer"));
+    CHECK_THAT(error_message_of(o.json()), Catch::Contains("a buffer on remote node /hb is a posix_shm buffer of its "
+                                                           "host (--on hb) or the device memory of one of its chips"));
 
     // Released through the L4, it is gone on the host too.
     REQUIRE(rack.cli({"buffer", "release", id}).rc == 0);
@@ -186,7 +187,9 @@ TEST_CASE("the bytes of a remote host's buffer are written and read through the 
     Daemon hb(l3_config("hb", loopback(port), "insecure"));
     json config = l4_config({remote_node("hb", loopback(port), "insecure")});
     config["node"]["nodes"].push_back(
-        {{"name", "n0"}, {"level", 3}, {"chips", json::array({{{"device", 0}, {"backend", "sim"}}})}});
+        {{"name", "n0"},
+         {"level", 3},
+         {"chips", json::array({{{"device", 0}, {"backend", "sim"}}, {{"device", 1}, {"backend", "sim"}}})}});
     Daemon rack(config);
     REQUIRE(eventually_running(rack, "/hb/sub0"));
     // Three chunks and a part of one: the streams' chunking is crossed.
@@ -248,12 +251,28 @@ TEST_CASE("the bytes of a remote host's buffer are written and read through the 
                   "--wait", "--json"});
     CHECK(error_code_of(o.json()) == "UNREACHABLE_BUFFER");
     CHECK_THAT(error_message_of(o.json()), Catch::Contains("which /sub0 cannot reach"));
-    const std::string device =
-        rack.cli_json({"buffer", "create", "--bytes", "4096", "--on", "n0/chip0", "--backend", "vmm"}).at("id");
-    o = rack.cli({"submit", "copy", "--on", "hb/sub0", "--in", device + ":uint8:64", "--out", remote + ":uint8:64",
+    const std::string symmetric =
+        rack.cli_json({"buffer", "create", "--bytes", "4096", "--backend", "symmetric", "--world", "n0/chip0,n0/chip1"})
+            .at("id");
+    o = rack.cli({"submit", "copy", "--on", "hb/sub0", "--in", symmetric + ":uint8:64", "--out", remote + ":uint8:64",
                   "--wait", "--json"});
     CHECK(error_code_of(o.json()) == "UNREACHABLE_BUFFER");
-    CHECK_THAT(error_message_of(o.json()), Catch::Contains("is a sim_vmm buffer of this host"));
+    CHECK_THAT(error_message_of(o.json()), Catch::Contains("args[0] is a symmetric buffer"));
+
+    // Device memory of this host crosses staged through a posix_shm buffer, which the copy releases.
+    const std::string device =
+        rack.cli_json({"buffer", "create", "--bytes", N, "--on", "n0/chip0", "--backend", "vmm"}).at("id");
+    REQUIRE(rack.cli({"buffer", "write", device, "--from", (rack.dir() / "first.bin").string()}).rc == 0);
+    done = rack.cli_json({"submit", "copy", "--on", "hb/sub0", "--in", device + ":uint8:" + N, "--out",
+                          remote + ":uint8:" + N, "--wait"});
+    CHECK(done.at("state") == "completed");
+    CHECK(bytes_of(hb, remote, "from-device.bin") == first);
+    REQUIRE(rack.cli({"buffer", "write", remote, "--from", (rack.dir() / "second.bin").string()}).rc == 0);
+    done = rack.cli_json({"submit", "copy", "--on", "n0/chip0", "--in", remote + ":uint8:" + N, "--out",
+                          device + ":uint8:" + N, "--wait"});
+    CHECK(done.at("state") == "completed");
+    CHECK(bytes_of(rack, device, "to-device.bin") == second);
+    CHECK(rack.cli_json({"buffer", "list"}).at("buffers").size() == 5);
     o = rack.cli(
         {"submit", "fill", "--on", "hb", "--out", remote + ":float32:64", "--scalar", "float32:1", "--wait", "--json"});
     CHECK(error_code_of(o.json()) == "UNKNOWN_WORKER");
@@ -297,4 +316,54 @@ TEST_CASE("a node takes back the queued tasks of an L4 session that ended, and r
     REQUIRE(eventually_running(rack, "/hb/sub0"));
     const json done = rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:1", "--wait"});
     CHECK(done.at("state") == "completed");
+}
+
+TEST_CASE("a buffer in the device memory of a remote host's chip is used there, and its bytes cross hosts staged",
+          "[remote]") {
+    const std::uint16_t port = free_tcp_port();
+    Daemon hb(l3_config("hb", loopback(port), "insecure"));
+    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure")}));
+    REQUIRE(eventually_running(rack, "/hb/chip0"));
+    const std::size_t n = 2 * 1048576 + 512;
+    const std::string N = std::to_string(n);
+    const json created = rack.cli_json({"buffer", "create", "--bytes", N, "--on", "hb/chip0", "--backend", "vmm"});
+    const std::string device = created.at("id");
+    CHECK(created.at("backend") == "sim_vmm");
+    CHECK(created.at("creator") == "/hb");
+    CHECK(hb.cli_json({"buffer", "show", device}).at("creator") == "/chip0");
+
+    // Written and read through the L4: staged through a posix_shm buffer on each host.
+    const std::string bytes = random_bytes(n, 3);
+    write_file(rack.dir() / "in.bin", bytes);
+    Output o = rack.cli({"buffer", "write", device, "--from", (rack.dir() / "in.bin").string()});
+    INFO(o.err);
+    REQUIRE(o.rc == 0);
+    CHECK(bytes_of(rack, device, "out.bin") == bytes);
+    // The chip's tasks use it: scale the first 1024 bytes as int8 by 1 (a round trip through the chip), then fill.
+    CHECK(rack.cli_json({"submit", "fill", "--on", "hb/chip0", "--out", device + ":uint8:1024", "--scalar", "int64:7",
+                         "--wait"})
+              .at("state") == "completed");
+    std::string expected = bytes;
+    std::fill(expected.begin(), expected.begin() + 1024, '\x07');
+    CHECK(bytes_of(rack, device, "filled.bin") == expected);
+    // A sub of the host cannot reach device memory; the node says so.
+    o = rack.cli({"submit", "fill", "--on", "hb/sub0", "--out", device + ":uint8:1024", "--scalar", "int64:7", "--wait",
+                  "--json"});
+    CHECK(error_code_of(o.json()) == "UNREACHABLE_BUFFER");
+    CHECK_THAT(error_message_of(o.json()), Catch::Contains("sim_vmm buffer cannot be reached from"));
+
+    // Copies across hosts to and from it.
+    const std::string here = rack.create_buffer(n);
+    REQUIRE(rack.cli_json({"submit", "copy", "--on", "sub0", "--in", device + ":uint8:" + N, "--out",
+                           here + ":uint8:" + N, "--wait"})
+                .at("state") == "completed");
+    CHECK(bytes_of(rack, here, "here.bin") == expected);
+    REQUIRE(rack.cli({"buffer", "write", here, "--from", (rack.dir() / "in.bin").string()}).rc == 0);
+    REQUIRE(rack.cli_json({"submit", "copy", "--on", "hb/chip0", "--in", here + ":uint8:" + N, "--out",
+                           device + ":uint8:" + N, "--wait"})
+                .at("state") == "completed");
+    CHECK(bytes_of(rack, device, "back.bin") == bytes);
+    // No staging buffer is left behind on either host.
+    CHECK(rack.cli_json({"buffer", "list"}).at("buffers").size() == 2);
+    CHECK(hb.cli_json({"buffer", "list"}).at("buffers").size() == 1);
 }
