@@ -61,6 +61,68 @@ TEST_CASE("a Buffer call is decoded, or refused naming its field", "[remote]") {
           "buffer.release: 31 bytes for a 32-byte identity");
     CHECK(refusal([&] { (void)daemon::decode_buffer_call(pb::BufferCall{}); }, ErrorCode::BAD_REQUEST) ==
           "buffer: names neither create_bytes nor release");
+
+    // A creation in a chip's device memory names the chip: one path element of printable characters.
+    create.set_access(3);
+    create.set_chip("chip0");
+    CHECK(daemon::decode_buffer_call(create).chip == "chip0");
+    for (const std::string& chip : {std::string("a/b"), std::string("chip 0"), std::string("chip\x7f"),
+                                    std::string(64, 'c'), std::string("\x01")}) {
+        create.set_chip(chip);
+        CHECK(refusal([&] { (void)daemon::decode_buffer_call(create); }, ErrorCode::BAD_REQUEST) ==
+              "buffer.chip: expected the name of one of the node's chips, 1..63 printable characters");
+    }
+    create.set_chip(std::string(63, 'c'));
+    CHECK(daemon::decode_buffer_call(create).chip.size() == 63);
+}
+
+TEST_CASE("a Read call and the head of a Write name a range, or are refused naming the field", "[remote]") {
+    const CanonicalIdentity id = identity();
+    const std::string bytes(reinterpret_cast<const char*>(&id), sizeof id);
+    pb::ReadCall read;
+    read.set_session(4);
+    read.set_buffer(bytes);
+    read.set_offset(100);
+    read.set_length(28);
+    const daemon::ByteRange range = daemon::decode_read_call(read);
+    CHECK(range.buffer == id);
+    CHECK(range.offset == 100);
+    CHECK(range.length == 28);
+    // Inside a buffer of 128 bytes, and no more.
+    daemon::check_range(range, 128);
+    CHECK(refusal([&] { daemon::check_range(range, 127); }, ErrorCode::BAD_REQUEST) ==
+          "28 bytes at offset 100 run past the end of the 127-byte buffer");
+    CHECK(refusal([&] { daemon::check_range(range, 64); }, ErrorCode::BAD_REQUEST) ==
+          "28 bytes at offset 100 run past the end of the 64-byte buffer");
+
+    read.set_length(0);
+    CHECK(refusal([&] { (void)daemon::decode_read_call(read); }, ErrorCode::BAD_REQUEST) == "read.length: 0 bytes");
+    read.set_length(16);
+    read.set_offset(UINT64_MAX - 15);
+    CHECK(refusal([&] { (void)daemon::decode_read_call(read); }, ErrorCode::BAD_REQUEST) ==
+          "read: offset 18446744073709551600 + length 16 overflows");
+    read.set_offset(UINT64_MAX - 16);
+    CHECK(daemon::decode_read_call(read).length == 16);
+    read.set_buffer(bytes.substr(1));
+    CHECK(refusal([&] { (void)daemon::decode_read_call(read); }, ErrorCode::BAD_REQUEST) ==
+          "read.buffer: 31 bytes for a 32-byte identity");
+
+    pb::Chunk head;
+    head.set_buffer(bytes);
+    head.set_length(8);
+    head.set_data(std::string(8, 'x'));
+    CHECK(daemon::decode_write_head(head).length == 8);
+    head.set_data(std::string(9, 'x'));
+    CHECK(refusal([&] { (void)daemon::decode_write_head(head); }, ErrorCode::BAD_REQUEST) ==
+          "write.data: 9 bytes for a range of 8");
+    head.set_length(daemon::MAX_CHUNK_BYTES * 2);
+    head.set_data(std::string(daemon::MAX_CHUNK_BYTES + 1, 'x'));
+    CHECK(refusal([&] { (void)daemon::decode_write_head(head); }, ErrorCode::BAD_REQUEST) ==
+          "write.data: " + std::to_string(daemon::MAX_CHUNK_BYTES + 1) + " bytes in one chunk; at most " +
+              std::to_string(daemon::MAX_CHUNK_BYTES));
+    head.set_length(0);
+    head.clear_data();
+    CHECK(refusal([&] { (void)daemon::decode_write_head(head); }, ErrorCode::BAD_REQUEST) == "write.length: 0 bytes");
 }
 
 TEST_CASE("the descriptor a node answers is read back exactly, or refused INVALID_DESCRIPTOR naming the node",
