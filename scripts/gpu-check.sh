@@ -75,7 +75,8 @@ build() {
     exit 2
   fi
   rm -f "$configured"
-  if ! run_logged ninja -C "$build_dir" -j "$jobs" test_cuda test_cuda_chip canopyd canopy "${benches[@]}"; then
+  if ! run_logged ninja -C "$build_dir" -j "$jobs" test_cuda test_cuda_chip test_service test_remote canopyd canopy \
+    "${benches[@]}"; then
     say "gpu-check: the build failed"
     exit 2
   fi
@@ -89,6 +90,8 @@ if [ "$mode" = stage ]; then
   mkdir -p "$dir"
   strip -o "$dir/test_cuda" "$tests_dir/test_cuda"
   strip -o "$dir/test_cuda_chip" "$tests_dir/test_cuda_chip"
+  strip -o "$dir/test_service" "$build_dir/tests/service/test_service"
+  strip -o "$dir/test_remote" "$build_dir/tests/remote/test_remote"
   for bench in "${benches[@]}"; do
     strip -o "$dir/$bench" "$bench_dir/$bench"
   done
@@ -98,7 +101,7 @@ if [ "$mode" = stage ]; then
   ldd "$build_dir/daemon/canopyd" | awk '/=> \// {print $3}' | grep -Ev '/(libc|libm|libgcc_s|libstdc\+\+|ld-linux)[.-]' |
     while read -r lib; do cp -L "$lib" "$dir/"; done
   cp "$(g++ -print-file-name=libstdc++.so.6)" "$dir/"
-  say "gpu-check: staged test_cuda, test_cuda_chip, ${benches[*]} and libstdc++.so.6 in $dir"
+  say "gpu-check: staged test_cuda, test_cuda_chip, test_service, test_remote, ${benches[*]} and libstdc++.so.6 in $dir"
   exit 0
 fi
 
@@ -163,6 +166,18 @@ run_tests test_cuda "[gpu]"
 run_tests test_cuda_chip "[gpu]"
 # A cuda chip that cannot start (CUDA_VISIBLE_DEVICES="" on a GPU machine) and the comparison harness.
 run_tests test_cuda_chip "[chip]~[gpu]"
+# Daemons with cuda chips: a cuda_vmm buffer through attachments, and one on a remote host's chip through an L4.
+service_tests_dir=$tests_dir
+[ "$mode" = prebuilt ] || service_tests_dir=$build_dir/tests
+export CANOPY_E2E_CANOPYD=$(cd "$bin_dir" && pwd)/canopyd CANOPY_E2E_CANOPY=$(cd "$bin_dir" && pwd)/canopy
+[ "$mode" = prebuilt ] || export CANOPY_E2E_CANOPYD=$build_dir/daemon/canopyd CANOPY_E2E_CANOPY=$build_dir/cli/canopy
+for t in service/test_service remote/test_remote; do
+  binary=$service_tests_dir/$t
+  [ "$mode" = prebuilt ] && binary=$service_tests_dir/${t#*/}
+  stage "${t#*/} [gpu]"
+  run_logged timeout 300 "$binary" "[gpu]" --durations yes || failed=1
+done
+unset CANOPY_E2E_CANOPYD CANOPY_E2E_CANOPY
 
 # The CLI against a real canopyd with one cuda chip per GPU.
 stage "gpu-cli-check"

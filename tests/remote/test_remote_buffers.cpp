@@ -1,6 +1,7 @@
 // Buffers on a remote node's host: made there for the L4's session, used by tasks on that host alone, stale once
 // the session ends, and released by the node when it does.
 #include "tests/remote/remote_fixture.h"
+#include "tests/skip.h"
 
 #include <catch2/catch.hpp>
 #include <csignal>
@@ -365,5 +366,42 @@ TEST_CASE("a buffer in the device memory of a remote host's chip is used there, 
     CHECK(bytes_of(rack, device, "back.bin") == bytes);
     // No staging buffer is left behind on either host.
     CHECK(rack.cli_json({"buffer", "list"}).at("buffers").size() == 2);
+    CHECK(hb.cli_json({"buffer", "list"}).at("buffers").size() == 1);
+}
+
+TEST_CASE("a cuda_vmm buffer of a remote host's chip is written, read and copied across hosts, staged by its chip",
+          "[remote][gpu]") {
+    if (!std::filesystem::exists("/dev/nvidia0")) {
+        CANOPY_SKIP("needs a GPU");
+    }
+    const std::uint16_t port = free_tcp_port();
+    json hb_config = l3_config("hb", loopback(port), "insecure");
+    hb_config["node"]["chips"] = json::array({{{"device", 0}, {"backend", "cuda"}}});
+    Daemon hb(hb_config);
+    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure", 3000)}));
+    REQUIRE(eventually_running(rack, "/hb/chip0"));
+    const std::size_t n = 64 * 1048576 + 12;
+    const std::string N = std::to_string(n);
+    const json created = rack.cli_json({"buffer", "create", "--bytes", N, "--on", "hb/chip0", "--backend", "vmm"});
+    const std::string device = created.at("id");
+    CHECK(created.at("backend") == "cuda_vmm");
+
+    const std::string bytes = random_bytes(n, 5);
+    write_file(rack.dir() / "in.bin", bytes);
+    const Output o = rack.cli({"buffer", "write", device, "--from", (rack.dir() / "in.bin").string()});
+    INFO(o.err);
+    REQUIRE(o.rc == 0);
+    CHECK(bytes_of(rack, device, "out.bin") == bytes);
+    // The chip's own kernel over it, then the bytes back through the L4.
+    REQUIRE(rack.cli_json({"submit", "fill", "--on", "hb/chip0", "--out", device + ":uint8:4096", "--scalar",
+                           "int64:9", "--wait"})
+                .at("state") == "completed");
+    std::string expected = bytes;
+    std::fill(expected.begin(), expected.begin() + 4096, '\x09');
+    const std::string here = rack.create_buffer(n);
+    REQUIRE(rack.cli_json({"submit", "copy", "--on", "sub0", "--in", device + ":uint8:" + N, "--out",
+                           here + ":uint8:" + N, "--wait"})
+                .at("state") == "completed");
+    CHECK(bytes_of(rack, here, "here.bin") == expected);
     CHECK(hb.cli_json({"buffer", "list"}).at("buffers").size() == 1);
 }
