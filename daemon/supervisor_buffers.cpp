@@ -184,6 +184,11 @@ BufferDescriptor Supervisor::create_remote_buffer(ChildSlot& slot, const BufferR
     TaskArgs args;
     args.scalars.push_back(ScalarArg::i64(static_cast<std::int64_t>(request.nbytes)));
     args.scalars.push_back(ScalarArg::i64(static_cast<std::int64_t>(request.access)));
+    std::uint32_t generation = 0;
+    {
+        std::lock_guard lock(slot.mu);
+        generation = slot.live ? slot.live->generation : 0;
+    }
     const TaskResult r = remote_buffer_call(slot, REMOTE_BUFFER_CREATE, args, chip);
     if (!r.ok()) {
         throw RequestError(r.code, "remote node " + slot.path + " could not create the buffer: " + r.message);
@@ -195,7 +200,19 @@ BufferDescriptor Supervisor::create_remote_buffer(ChildSlot& slot, const BufferR
                                                               std::to_string(request.nbytes) +
                                                               " bytes with a descriptor of another buffer");
     }
-    buffers_.add_remote(d, slot.path);
+    {
+        // Registered under the slot's lock, which the end of the link's incarnation takes to mark the host's buffers
+        // stale: a session that ended after the node made the buffer (and released it with the session) never leaves
+        // it registered as live.
+        std::lock_guard lock(slot.mu);
+        if (!slot.live || slot.live->generation != generation || slot.state != WorkerState::RUNNING) {
+            throw RequestError(ErrorCode::WORKER_DIED,
+                               "remote node " + slot.path + " lost its session while the buffer was created" +
+                                   (slot.last_exit.empty() ? std::string() : " (" + slot.last_exit + ")") +
+                                   "; the host released it");
+        }
+        buffers_.add_remote(d, slot.path);
+    }
     log_->info("{}: buffer {} ({} bytes) created on its host", slot.path, to_string(d.identity), d.nbytes);
     return d;
 }

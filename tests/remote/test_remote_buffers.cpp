@@ -149,35 +149,13 @@ TEST_CASE("a remote host's buffers go stale with its session, and the node relea
 
 namespace {
 
-// `n` bytes that differ from one run and one offset to the next.
-std::string random_bytes(std::size_t n, unsigned seed) {
-    std::string bytes(n, '\0');
-    std::uint32_t x = 2463534242u ^ seed;
-    for (char& c : bytes) {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        c = static_cast<char>(x & 0xff);
-    }
-    return bytes;
-}
-
-void write_file(const std::filesystem::path& file, const std::string& bytes) {
-    std::ofstream(file, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-std::string read_file(const std::filesystem::path& file) {
-    std::ifstream in(file, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 // The bytes of buffer `id` as daemon `d` reads them through its CLI.
 std::string bytes_of(const Daemon& d, const std::string& id, const std::string& file) {
     const auto path = d.dir() / file;
     const Output o = d.cli({"buffer", "read", id, "--to", path.string()});
     INFO(o.err);
     REQUIRE(o.rc == 0);
-    return read_file(path);
+    return read_file(path.string());
 }
 
 } // namespace
@@ -199,8 +177,8 @@ TEST_CASE("the bytes of a remote host's buffer are written and read through the 
     const std::string remote = rack.cli_json({"buffer", "create", "--bytes", N, "--on", "hb"}).at("id");
 
     // buffer write and read through the L4's socket: the bytes land on the host, and come back.
-    const std::string first = random_bytes(n, 1);
-    write_file(rack.dir() / "first.bin", first);
+    const std::string first = pattern_bytes(n, 1);
+    write_file(rack.dir(), "first.bin", first);
     Output o = rack.cli({"buffer", "write", remote, "--from", (rack.dir() / "first.bin").string()});
     INFO(o.err);
     REQUIRE(o.rc == 0);
@@ -210,7 +188,7 @@ TEST_CASE("the bytes of a remote host's buffer are written and read through the 
     o = rack.cli({"buffer", "read", remote, "--to", (rack.dir() / "part.bin").string(), "--offset", "1048570",
                   "--bytes", "100"});
     REQUIRE(o.rc == 0);
-    CHECK(read_file(rack.dir() / "part.bin") == first.substr(1048570, 100));
+    CHECK(read_file((rack.dir() / "part.bin").string()) == first.substr(1048570, 100));
     // The base64 form of the protocol too.
     const json part =
         RawClient(rack.socket()).request({{"op", "buffer.read"}, {"buffer", remote}, {"offset", 7}, {"bytes", 5}});
@@ -219,8 +197,8 @@ TEST_CASE("the bytes of a remote host's buffer are written and read through the 
 
     // copy from this host to the remote one, on the remote host's worker.
     const std::string local = rack.create_buffer(n);
-    const std::string second = random_bytes(n, 2);
-    write_file(rack.dir() / "second.bin", second);
+    const std::string second = pattern_bytes(n, 2);
+    write_file(rack.dir(), "second.bin", second);
     REQUIRE(rack.cli({"buffer", "write", local, "--from", (rack.dir() / "second.bin").string()}).rc == 0);
     json done = rack.cli_json({"submit", "copy", "--on", "hb/sub0", "--in", local + ":uint8:" + N, "--out",
                                remote + ":uint8:" + N, "--wait"});
@@ -334,8 +312,8 @@ TEST_CASE("a buffer in the device memory of a remote host's chip is used there, 
     CHECK(hb.cli_json({"buffer", "show", device}).at("creator") == "/chip0");
 
     // Written and read through the L4: staged through a posix_shm buffer on each host.
-    const std::string bytes = random_bytes(n, 3);
-    write_file(rack.dir() / "in.bin", bytes);
+    const std::string bytes = pattern_bytes(n, 3);
+    write_file(rack.dir(), "in.bin", bytes);
     Output o = rack.cli({"buffer", "write", device, "--from", (rack.dir() / "in.bin").string()});
     INFO(o.err);
     REQUIRE(o.rc == 0);
@@ -386,15 +364,15 @@ TEST_CASE("a cuda_vmm buffer of a remote host's chip is written, read and copied
     const std::string device = created.at("id");
     CHECK(created.at("backend") == "cuda_vmm");
 
-    const std::string bytes = random_bytes(n, 5);
-    write_file(rack.dir() / "in.bin", bytes);
+    const std::string bytes = pattern_bytes(n, 5);
+    write_file(rack.dir(), "in.bin", bytes);
     const Output o = rack.cli({"buffer", "write", device, "--from", (rack.dir() / "in.bin").string()});
     INFO(o.err);
     REQUIRE(o.rc == 0);
     CHECK(bytes_of(rack, device, "out.bin") == bytes);
     // The chip's own kernel over it, then the bytes back through the L4.
-    REQUIRE(rack.cli_json({"submit", "fill", "--on", "hb/chip0", "--out", device + ":uint8:4096", "--scalar",
-                           "int64:9", "--wait"})
+    REQUIRE(rack.cli_json({"submit", "fill", "--on", "hb/chip0", "--out", device + ":uint8:4096", "--scalar", "int64:9",
+                           "--wait"})
                 .at("state") == "completed");
     std::string expected = bytes;
     std::fill(expected.begin(), expected.begin() + 4096, '\x09');

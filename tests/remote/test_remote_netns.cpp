@@ -224,3 +224,96 @@ TEST_CASE("a graph crosses three hosts through copy, its bytes moving between ho
     // The staging buffer of the copy between hb and hc is gone from the L4's host.
     CHECK(rack.cli_json({"buffer", "list"}).at("buffers").size() == 3);
 }
+
+namespace {
+
+// A tensor argument over `id` as float32 of `shape`, at `offset` bytes.
+json arg(const std::string& id, std::vector<std::uint32_t> shape, const std::string& tag, std::uint64_t offset = 0) {
+    return {{"tensor", {{"buffer", id}, {"dtype", "float32"}, {"shape", shape}, {"byte_offset", offset}}},
+            {"tag", tag}};
+}
+
+// The float32 values of `count` elements at `offset` of buffer `id`, read through daemon `d`.
+std::vector<float> read_floats(const Daemon& d, const std::string& id, std::uint64_t offset, std::size_t count) {
+    const auto file = d.dir() / ("read-" + std::to_string(offset) + ".bin");
+    const Output o = d.cli({"buffer", "read", id, "--to", file.string(), "--offset", std::to_string(offset), "--bytes",
+                            std::to_string(count * 4)});
+    INFO(o.err);
+    REQUIRE(o.rc == 0);
+    std::ifstream in(file, std::ios::binary);
+    std::vector<float> values(count);
+    in.read(reinterpret_cast<char*>(values.data()), static_cast<std::streamsize>(count * 4));
+    REQUIRE(static_cast<std::size_t>(in.gcount()) == count * 4);
+    return values;
+}
+
+} // namespace
+
+TEST_CASE("every built-in runs on hb/chip0 and hc/sub0 of two hosts, its results read back through the L4",
+          "[remote][netns]") {
+    if (const std::string why = TestNetwork::unavailable(); !why.empty()) {
+        CANOPY_SKIP(why);
+    }
+    TestNetwork net({"rack", "hb", "hc"});
+    Daemon hb(l3_config("hb", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hb"));
+    Daemon hc(l3_config("hc", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hc"));
+    Daemon rack(l4_config({remote_node("hb", at(net, "hb"), "insecure"), remote_node("hc", at(net, "hc"), "insecure")},
+                          INSECURE_PEERS),
+                {}, net.enter("rack"));
+    REQUIRE(eventually_running(rack, "/hb/chip0"));
+    REQUIRE(eventually_running(rack, "/hc/sub0"));
+    constexpr std::uint32_t N = 256;
+    for (const auto& [on, host] : {std::pair<std::string, std::string>{"hb/chip0", "hb"}, {"hc/sub0", "hc"}}) {
+        INFO(on);
+        const bool chip = on.find("chip") != std::string::npos;
+        // x, y, z: N floats each; s: one; A, B, C: 16 x 16 (matmul runs on chips alone).
+        const std::string v =
+            rack.cli_json({"buffer", "create", "--bytes", std::to_string(4 * (3 * N + 1)), "--on", host}).at("id");
+        const std::string m =
+            rack.cli_json({"buffer", "create", "--bytes", std::to_string(3 * 256 * 4), "--on", host}).at("id");
+        json tasks =
+            json::array({task("fill", "fill", on, {arg(v, {N}, "output"), float32_arg(1.5)}),
+                         task("iota", "iota", on, {arg(v, {N}, "output", 4 * N)}),
+                         task("axpy", "axpy", on, {arg(v, {N}, "input"), arg(v, {N}, "inout", 4 * N), float32_arg(2)}),
+                         task("scale", "scale", on, {arg(v, {N}, "inout", 4 * N), float32_arg(0.5)}),
+                         task("copy", "copy", on, {arg(v, {N}, "input", 4 * N), arg(v, {N}, "output", 8 * N)}),
+                         task("sum", "reduce_sum", on, {arg(v, {N}, "input", 8 * N), arg(v, {1}, "output", 12 * N)}),
+                         task("sleep", "sleep_ms", on, {int64_arg(1)})});
+        if (chip) {
+            tasks.push_back(task("iota16", "iota", on, {arg(m, {16, 16}, "output")}));
+            tasks.push_back(task("ones", "fill", on, {arg(m, {16, 16}, "output", 1024), float32_arg(1)}));
+            tasks.push_back(
+                task("matmul", "matmul", on,
+                     {arg(m, {16, 16}, "input"), arg(m, {16, 16}, "input", 1024), arg(m, {16, 16}, "output", 2048)}));
+        }
+        const auto file = rack.dir() / ("builtins-" + host + ".json");
+        std::ofstream(file) << json{{"tasks", tasks}}.dump();
+        const json result = rack.cli_json({"run", file.string(), "--wait"});
+        INFO(result.dump());
+        for (const json& t : result.at("tasks")) {
+            CHECK(t.at("state") == "completed");
+        }
+        // The reference: x = 1.5; y = iota, then 2x + y, then half: 1.5 + i / 2; z = y; s = sum z.
+        const std::vector<float> z = read_floats(rack, v, 8 * N, N);
+        std::size_t wrong = 0;
+        double sum = 0;
+        for (std::uint32_t i = 0; i < N; ++i) {
+            const float want = 1.5f + static_cast<float>(i) * 0.5f;
+            wrong += z[i] != want;
+            sum += want;
+        }
+        CHECK(wrong == 0);
+        CHECK(read_floats(rack, v, 12 * N, 1)[0] == static_cast<float>(sum));
+        if (chip) {
+            // C[i][j] = sum over k of (16 i + k) = 256 i + 120.
+            const std::vector<float> c = read_floats(rack, m, 2048, 256);
+            std::size_t off = 0;
+            for (std::uint32_t i = 0; i < 256; ++i) {
+                off += c[i] != static_cast<float>(256 * (i / 16) + 120);
+            }
+            CHECK(off == 0);
+        }
+    }
+    // The kernels that need a symmetric buffer (peer_read, allgather) run where a world of chips is: a remote
+    // host's chips are not a world of the L4's (docs/multihost.md).
+}
