@@ -33,6 +33,18 @@ std::set<std::string> shm_names(pid_t pid) {
     return names;
 }
 
+// The L4's host "rack" and two remote hosts, hb and hc, each a level-3 node with one sim chip and one sub, in
+// namespaces of their own.
+struct ThreeHosts {
+    TestNetwork net{{"rack", "hb", "hc"}};
+    Daemon hb{l3_config("hb", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hb")};
+    Daemon hc{l3_config("hc", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hc")};
+    Daemon rack{l4_config({remote_node("hb", at(net, "hb"), "insecure"), remote_node("hc", at(net, "hc"), "insecure")},
+                          INSECURE_PEERS),
+                {},
+                net.enter("rack")};
+};
+
 } // namespace
 
 TEST_CASE("an L4 runs tasks on two remote hosts, each in its own network namespace with its own /dev/shm",
@@ -40,12 +52,11 @@ TEST_CASE("an L4 runs tasks on two remote hosts, each in its own network namespa
     if (const std::string why = TestNetwork::unavailable(); !why.empty()) {
         CANOPY_SKIP(why);
     }
-    TestNetwork net({"rack", "hb", "hc"});
-    Daemon hb(l3_config("hb", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hb"));
-    Daemon hc(l3_config("hc", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hc"));
-    Daemon rack(l4_config({remote_node("hb", at(net, "hb"), "insecure"), remote_node("hc", at(net, "hc"), "insecure")},
-                          INSECURE_PEERS),
-                {}, net.enter("rack"));
+    ThreeHosts hosts;
+    TestNetwork& net = hosts.net;
+    Daemon& hb = hosts.hb;
+    Daemon& hc = hosts.hc;
+    Daemon& rack = hosts.rack;
     REQUIRE(eventually_running(rack, "/hb/chip0"));
     REQUIRE(eventually_running(rack, "/hc/sub0"));
     for (const std::string on : {"hb/chip0", "hb/sub0", "hc/chip0", "hc/sub0", "sub0"}) {
@@ -169,12 +180,8 @@ TEST_CASE("a graph crosses three hosts through copy, its bytes moving between ho
     if (const std::string why = TestNetwork::unavailable(); !why.empty()) {
         CANOPY_SKIP(why);
     }
-    TestNetwork net({"rack", "hb", "hc"});
-    Daemon hb(l3_config("hb", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hb"));
-    Daemon hc(l3_config("hc", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hc"));
-    Daemon rack(l4_config({remote_node("hb", at(net, "hb"), "insecure"), remote_node("hc", at(net, "hc"), "insecure")},
-                          INSECURE_PEERS),
-                {}, net.enter("rack"));
+    ThreeHosts hosts;
+    Daemon& rack = hosts.rack;
     REQUIRE(eventually_running(rack, "/hb/chip0"));
     REQUIRE(eventually_running(rack, "/hc/sub0"));
     constexpr std::uint32_t N = 300000; // 1.2 MB of float32: more than one chunk of a stream
@@ -254,12 +261,8 @@ TEST_CASE("every built-in runs on hb/chip0 and hc/sub0 of two hosts, its results
     if (const std::string why = TestNetwork::unavailable(); !why.empty()) {
         CANOPY_SKIP(why);
     }
-    TestNetwork net({"rack", "hb", "hc"});
-    Daemon hb(l3_config("hb", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hb"));
-    Daemon hc(l3_config("hc", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hc"));
-    Daemon rack(l4_config({remote_node("hb", at(net, "hb"), "insecure"), remote_node("hc", at(net, "hc"), "insecure")},
-                          INSECURE_PEERS),
-                {}, net.enter("rack"));
+    ThreeHosts hosts;
+    Daemon& rack = hosts.rack;
     REQUIRE(eventually_running(rack, "/hb/chip0"));
     REQUIRE(eventually_running(rack, "/hc/sub0"));
     constexpr std::uint32_t N = 256;
