@@ -335,10 +335,10 @@ BufferRegistry::IdentityKey BufferRegistry::key_of(const CanonicalIdentity& id) 
     return key;
 }
 
-void BufferRegistry::add_remote(const BufferDescriptor& d, const std::string& host) {
+void BufferRegistry::add_remote(const BufferDescriptor& d, const std::string& host, std::vector<std::string> world) {
     std::lock_guard lock(mu_);
     Remote& entry = remote_[key_of(d.identity)];
-    entry.info = BufferInfo{d, host, {}, {}};
+    entry.info = BufferInfo{d, host, std::move(world), {}};
     entry.live = true;
     entry.why.clear();
 }

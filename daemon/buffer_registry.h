@@ -106,7 +106,7 @@ public:
     // lookup, find and list then answer for; lose_remote marks every live one of `host` stale with `why` (the
     // link's session ended, and the node released them) and returns how many; forget_remote marks a released one
     // stale. They are never journaled or unlinked here: their objects live on the other host.
-    void add_remote(const BufferDescriptor& d, const std::string& host);
+    void add_remote(const BufferDescriptor& d, const std::string& host, std::vector<std::string> world = {});
     std::size_t lose_remote(const std::string& host, const std::string& why);
     void forget_remote(const CanonicalIdentity& id);
     // The host of a live remote buffer; nullopt for any other identity.

@@ -36,13 +36,30 @@ BufferCallRequest decode_buffer_call(const canopy::remote::v1::BufferCall& call)
         out.create = true;
         out.nbytes = call.create_bytes();
         out.access = access;
-        const std::string& chip = call.chip();
-        if (chip.size() > 63 || chip.find('/') != std::string::npos ||
-            std::any_of(chip.begin(), chip.end(), [](char c) { return c <= 0x20 || c >= 0x7f; })) {
-            throw RequestError(ErrorCode::BAD_REQUEST,
-                               "buffer.chip: expected the name of one of the node's chips, 1..63 printable characters");
+        const auto chip_name = [](const std::string& chip, const std::string& field) {
+            if (chip.size() > 63 || chip.find('/') != std::string::npos || chip.find(',') != std::string::npos ||
+                std::any_of(chip.begin(), chip.end(), [](char c) { return c <= 0x20 || c >= 0x7f; })) {
+                throw RequestError(ErrorCode::BAD_REQUEST, field + ": expected the name of one of the node's chips, "
+                                                                   "1..63 printable characters");
+            }
+            return chip;
+        };
+        out.chip = chip_name(call.chip(), "buffer.chip");
+        if (call.world_size() > 0 && !out.chip.empty()) {
+            throw RequestError(ErrorCode::BAD_REQUEST, "buffer: names both a chip and a world");
         }
-        out.chip = chip;
+        if (static_cast<std::size_t>(call.world_size()) > MAX_REMOTE_WORLD) {
+            throw RequestError(ErrorCode::BAD_REQUEST, "buffer.world: " + std::to_string(call.world_size()) +
+                                                           " chips; a world has at most " +
+                                                           std::to_string(MAX_REMOTE_WORLD));
+        }
+        for (int i = 0; i < call.world_size(); ++i) {
+            const std::string field = "buffer.world[" + std::to_string(i) + "]";
+            if (call.world(i).empty()) {
+                throw RequestError(ErrorCode::BAD_REQUEST, field + ": empty");
+            }
+            out.world.push_back(chip_name(call.world(i), field));
+        }
         return out;
     }
     case canopy::remote::v1::BufferCall::kRelease:

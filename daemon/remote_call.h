@@ -16,6 +16,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace canopy::remote::v1 {
 class TaskCall;
@@ -30,17 +31,22 @@ namespace canopy::daemon {
 // field ("task.args: ...", "task.launch: ...").
 TaskRequest decode_task_call(const canopy::remote::v1::TaskCall& call);
 
+// The most chips of a symmetric buffer's world a Buffer call names (Supervisor's MAX_WORLD).
+inline constexpr std::size_t MAX_REMOTE_WORLD = 8;
+
 // A Buffer call as the node acts on it: a creation of `nbytes` with `access`, or the release of `release`.
 struct BufferCallRequest {
     bool create = false;
     std::uint64_t nbytes = 0;
     Access access = Access::READWRITE;
     CanonicalIdentity release{};
-    std::string chip; // a creation in this chip's device memory; empty for POSIX_SHM
+    std::string chip;               // a creation in this chip's device memory; empty for POSIX_SHM
+    std::vector<std::string> world; // a symmetric creation over these chips, rank order
 };
 
 // Throws RequestError(BAD_REQUEST) naming the field: no operation, an access outside 1..3, a chip name that is not
-// one path element of 1..63 printable characters, a release that is not 32 bytes.
+// one path element of 1..63 printable characters (world's too), both a chip and a world, a world of more than
+// MAX_REMOTE_WORLD chips, a release that is not 32 bytes.
 BufferCallRequest decode_buffer_call(const canopy::remote::v1::BufferCall& call);
 
 // The most data bytes one Chunk of a Read or a Write carries.

@@ -227,12 +227,23 @@ protected:
         pb::BufferCall call;
         call.set_session(session_);
         if (create) {
-            if (args_.scalars.size() != 2 || !args_.tensors.empty()) {
-                throw kernels::KernelError(ErrorCode::BAD_REQUEST, std::string(kernel) + ": expected bytes and access");
+            if (args_.scalars.size() < 2 || args_.scalars.size() > 3 || !args_.tensors.empty()) {
+                throw kernels::KernelError(ErrorCode::BAD_REQUEST,
+                                           std::string(kernel) + ": expected bytes, access and a world flag");
             }
             call.set_create_bytes(static_cast<std::uint64_t>(args_.scalars[0].bits));
             call.set_access(static_cast<std::uint32_t>(args_.scalars[1].bits));
-            call.set_chip(std::string(frame().target));
+            if (args_.scalars.size() == 3 && args_.scalars[2].bits == 1) {
+                // A symmetric buffer: the target lists its world, comma-separated.
+                std::string_view rest = frame().target;
+                while (!rest.empty()) {
+                    const auto comma = rest.find(',');
+                    call.add_world(std::string(rest.substr(0, comma)));
+                    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+                }
+            } else {
+                call.set_chip(std::string(frame().target));
+            }
         } else {
             if (args_.tensors.size() != 1 || !args_.scalars.empty()) {
                 throw kernels::KernelError(ErrorCode::BAD_REQUEST, std::string(kernel) + ": expected one tensor");

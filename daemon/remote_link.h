@@ -10,7 +10,8 @@
 // again with back-off. A host that comes back is attached as a new session.
 //
 // Buffers of the host are made and released through the link too: its supervisor sends the control frames
-// REMOTE_BUFFER_CREATE (int64 scalars: bytes, access; the frame's target names the chip for device memory) and
+// REMOTE_BUFFER_CREATE (int64 scalars: bytes, access and, for a symmetric buffer, 1; the frame's target names the
+// chip for device memory, or the world's chips joined by commas) and
 // REMOTE_BUFFER_RELEASE (one tensor over the buffer),
 // which the link turns into Buffer calls of its session. A creation's frame completes with the node's descriptor
 // as hex in its message; the supervisor reads it back with remote_buffer_descriptor (daemon/remote_call.h).

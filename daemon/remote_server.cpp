@@ -374,6 +374,9 @@ public:
                 if (!decoded.chip.empty()) {
                     request.on = decoded.chip;
                     request.backend = chip_backend(decoded.chip);
+                } else if (!decoded.world.empty()) {
+                    request.world = decoded.world;
+                    request.backend = chip_backend(decoded.world.front());
                 }
                 const BufferDescriptor d = supervisor_.create_buffer(request);
                 bool kept = false;

@@ -13,6 +13,7 @@
 #include <memory>
 
 namespace canopy::daemon {
+static_assert(MAX_REMOTE_WORLD == MAX_WORLD);
 namespace {
 
 bool consumes(ChildKind kind, Backend backend) {
@@ -157,8 +158,32 @@ BufferDescriptor Supervisor::create_symmetric(const BufferRequest& request) {
     }
     std::vector<std::string> paths;
     std::vector<Route> chips;
+    // A world of one remote host's chips is made by that host.
+    const Route first = resolve(request.world.front());
+    if (first.slot->spec.kind == ChildKind::REMOTE) {
+        std::string targets;
+        for (const std::string& chip : request.world) {
+            const Route route = resolve(chip);
+            if (route.slot != first.slot) {
+                throw RequestError(ErrorCode::BAD_REQUEST, "a symmetric buffer's world lies on one host; " +
+                                                               route.path() + " is not on the host of remote node " +
+                                                               first.slot->path);
+            }
+            targets += (targets.empty() ? "" : ",") + route.target;
+        }
+        if (targets.size() >= TARGET_PATH_BYTES) {
+            throw RequestError(ErrorCode::BAD_REQUEST, "the world's chip names (" + targets + ") exceed " +
+                                                           std::to_string(TARGET_PATH_BYTES - 1) + " bytes");
+        }
+        return create_remote_buffer(*first.slot, request, targets);
+    }
     for (const std::string& chip : request.world) {
         const Route route = resolve(chip);
+        if (route.slot->spec.kind == ChildKind::REMOTE) {
+            throw RequestError(ErrorCode::BAD_REQUEST, "a symmetric buffer's world lies on one host; " + route.path() +
+                                                           " is on the host of remote node " + route.slot->path + ", " +
+                                                           first.path() + " is not");
+        }
         if (std::find(paths.begin(), paths.end(), route.path()) != paths.end()) {
             throw RequestError(ErrorCode::BAD_REQUEST, "'" + chip + "' appears twice in the world");
         }
@@ -178,12 +203,15 @@ BufferDescriptor Supervisor::create_symmetric(const BufferRequest& request) {
 }
 
 // A buffer on the host of remote node `slot`, made by the node for the link's session: POSIX_SHM, or in the device
-// memory of its chip `chip`.
+// memory of its chip `chip`, or, for a symmetric buffer, of its chips `chip` names joined by commas.
 BufferDescriptor Supervisor::create_remote_buffer(ChildSlot& slot, const BufferRequest& request,
                                                   const std::string& chip) {
     TaskArgs args;
     args.scalars.push_back(ScalarArg::i64(static_cast<std::int64_t>(request.nbytes)));
     args.scalars.push_back(ScalarArg::i64(static_cast<std::int64_t>(request.access)));
+    if (!request.world.empty()) {
+        args.scalars.push_back(ScalarArg::i64(1)); // `chip` lists a symmetric buffer's world
+    }
     std::uint32_t generation = 0;
     {
         std::lock_guard lock(slot.mu);
@@ -200,6 +228,10 @@ BufferDescriptor Supervisor::create_remote_buffer(ChildSlot& slot, const BufferR
                                                               std::to_string(request.nbytes) +
                                                               " bytes with a descriptor of another buffer");
     }
+    std::vector<std::string> world; // resolved before the slot's lock, which resolving a remote path takes
+    for (const std::string& rank : request.world) {
+        world.push_back(resolve(rank).path());
+    }
     {
         // Registered under the slot's lock, which the end of the link's incarnation takes to mark the host's buffers
         // stale: a session that ended after the node made the buffer (and released it with the session) never leaves
@@ -211,7 +243,7 @@ BufferDescriptor Supervisor::create_remote_buffer(ChildSlot& slot, const BufferR
                                    (slot.last_exit.empty() ? std::string() : " (" + slot.last_exit + ")") +
                                    "; the host released it");
         }
-        buffers_.add_remote(d, slot.path);
+        buffers_.add_remote(d, slot.path, std::move(world));
     }
     log_->info("{}: buffer {} ({} bytes) created on its host", slot.path, to_string(d.identity), d.nbytes);
     return d;

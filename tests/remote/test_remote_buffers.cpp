@@ -237,6 +237,13 @@ TEST_CASE("the bytes of a remote host's buffer are written and read through the 
                   "--wait", "--json"});
     CHECK(error_code_of(o.json()) == "UNREACHABLE_BUFFER");
     CHECK_THAT(error_message_of(o.json()), Catch::Contains("args[0] is a symmetric buffer"));
+    // A world lies on one host, whichever comes first.
+    for (const std::string world : {"n0/chip0,hb/chip0", "hb/chip0,n0/chip0"}) {
+        o = rack.cli({"buffer", "create", "--bytes", "4096", "--backend", "symmetric", "--world", world, "--json"});
+        INFO(world);
+        CHECK(error_code_of(o.json()) == "BAD_REQUEST");
+        CHECK_THAT(error_message_of(o.json()), Catch::Contains("a symmetric buffer's world lies on one host"));
+    }
 
     // Device memory of this host crosses staged through a posix_shm buffer, which the copy releases.
     const std::string device =

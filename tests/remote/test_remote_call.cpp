@@ -74,6 +74,28 @@ TEST_CASE("a Buffer call is decoded, or refused naming its field", "[remote]") {
     }
     create.set_chip(std::string(63, 'c'));
     CHECK(daemon::decode_buffer_call(create).chip.size() == 63);
+
+    // A symmetric creation names its world, rank order, and no chip.
+    create.clear_chip();
+    create.add_world("chip1");
+    create.add_world("chip0");
+    CHECK(daemon::decode_buffer_call(create).world == std::vector<std::string>{"chip1", "chip0"});
+    create.set_chip("chip0");
+    CHECK(refusal([&] { (void)daemon::decode_buffer_call(create); }, ErrorCode::BAD_REQUEST) ==
+          "buffer: names both a chip and a world");
+    create.clear_chip();
+    create.add_world("");
+    CHECK(refusal([&] { (void)daemon::decode_buffer_call(create); }, ErrorCode::BAD_REQUEST) ==
+          "buffer.world[2]: empty");
+    create.set_world(2, "a,b");
+    CHECK(refusal([&] { (void)daemon::decode_buffer_call(create); }, ErrorCode::BAD_REQUEST) ==
+          "buffer.world[2]: expected the name of one of the node's chips, 1..63 printable characters");
+    create.clear_world();
+    for (int i = 0; i < 9; ++i) {
+        create.add_world("chip" + std::to_string(i));
+    }
+    CHECK(refusal([&] { (void)daemon::decode_buffer_call(create); }, ErrorCode::BAD_REQUEST) ==
+          "buffer.world: 9 chips; a world has at most 8");
 }
 
 TEST_CASE("a Read call and the head of a Write name a range, or are refused naming the field", "[remote]") {

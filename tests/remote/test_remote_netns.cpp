@@ -282,7 +282,19 @@ TEST_CASE("every built-in runs on hb/chip0 and hc/sub0 of two hosts, its results
                          task("copy", "copy", on, {arg(v, {N}, "input", 4 * N), arg(v, {N}, "output", 8 * N)}),
                          task("sum", "reduce_sum", on, {arg(v, {N}, "input", 8 * N), arg(v, {1}, "output", 12 * N)}),
                          task("sleep", "sleep_ms", on, {int64_arg(1)})});
+        std::string symmetric;
+        std::string gathered;
         if (chip) {
+            // A symmetric buffer of one rank, the host's chip: peer_read and allgather over it.
+            symmetric = rack.cli_json({"buffer", "create", "--bytes", std::to_string(4 * N), "--backend", "symmetric",
+                                       "--world", on})
+                            .at("id");
+            gathered = rack.cli_json({"buffer", "create", "--bytes", std::to_string(8 * N), "--on", host}).at("id");
+            tasks.push_back(task("iota_s", "iota", on, {arg(symmetric, {N}, "output")}));
+            tasks.push_back(task("peer_read", "peer_read", on,
+                                 {arg(symmetric, {N}, "input"), arg(gathered, {N}, "output"), int64_arg(0)}));
+            tasks.push_back(task("allgather", "allgather", on,
+                                 {arg(symmetric, {N}, "input"), arg(gathered, {N}, "output", 4 * N)}));
             tasks.push_back(task("iota16", "iota", on, {arg(m, {16, 16}, "output")}));
             tasks.push_back(task("ones", "fill", on, {arg(m, {16, 16}, "output", 1024), float32_arg(1)}));
             tasks.push_back(
@@ -308,6 +320,13 @@ TEST_CASE("every built-in runs on hb/chip0 and hc/sub0 of two hosts, its results
         CHECK(wrong == 0);
         CHECK(read_floats(rack, v, 12 * N, 1)[0] == static_cast<float>(sum));
         if (chip) {
+            // peer_read of rank 0 and the allgather of a world of one both give S, which is iota.
+            const std::vector<float> g = read_floats(rack, gathered, 0, 2 * N);
+            std::size_t bad = 0;
+            for (std::uint32_t i = 0; i < 2 * N; ++i) {
+                bad += g[i] != static_cast<float>(i % N);
+            }
+            CHECK(bad == 0);
             // C[i][j] = sum over k of (16 i + k) = 256 i + 120.
             const std::vector<float> c = read_floats(rack, m, 2048, 256);
             std::size_t off = 0;
@@ -317,6 +336,4 @@ TEST_CASE("every built-in runs on hb/chip0 and hc/sub0 of two hosts, its results
             CHECK(off == 0);
         }
     }
-    // The kernels that need a symmetric buffer (peer_read, allgather) run where a world of chips is: a remote
-    // host's chips are not a world of the L4's (docs/multihost.md).
 }
