@@ -35,6 +35,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -225,10 +226,13 @@ private:
     // stages (relay), which then owns `done`.
     ChildSlot* route_across(TaskRequest& request, TaskCallback& done, PendingTask& task);
     // Runs a copy across hosts in two stages through a staging buffer of this host: `first` copies the input into
-    // it, then `second` copies it to the output. Takes `done` once the staging buffer exists; throws RequestError
-    // before that.
+    // it, then `second` copies it to the output. The staging buffer is made on the relay thread (reserving its
+    // pages takes about a second per GiB, which the submitting thread does not wait for); `done` is taken.
     void relay(const TaskRequest& request, TaskCallback& done, std::uint64_t task_id, const Route& first,
                const Route& second);
+    void run_relay(const TaskRequest& request, TaskCallback& done, std::uint64_t task_id, const Route& first,
+                   const Route& second);
+    void relay_loop();
 
     // lifecycle (supervisor.cpp)
     // Why an incarnation ended: its own exit (or a failure to start it), its zygote's death, or a stop.
@@ -350,6 +354,13 @@ private:
     std::map<std::string, std::pair<CanonicalIdentity, worker::VmmFds>> reexports_;
 
     ModuleService modules_;
+
+    // Relays waiting for their staging buffer (relay()), run in order by relay_thread_, started at the first.
+    std::mutex relay_mu_;
+    std::condition_variable relay_cv_;
+    std::deque<std::function<void()>> relay_work_;
+    std::thread relay_thread_;
+    bool relay_stopping_ = false;
 
     // Failures kept for the tasks ordered after them (TaskRequest::keep_failure), by task id, until
     // forget_failure. A leaf lock, taken under a slot's mu.
