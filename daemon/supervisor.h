@@ -290,6 +290,9 @@ private:
     void check_request(const Route& route, const TaskRequest& request) const;
     MappedArenas map_preloads();
     void check_buffer(const Route& route, const BufferDescriptor& d, std::size_t i) const;
+    // A buffer of this supervisor's own, live, and `d` its registered descriptor; throws UNKNOWN_BUFFER,
+    // STALE_BUFFER or INVALID_DESCRIPTOR naming argument `i`.
+    void check_own_live(const BufferDescriptor& d, std::size_t i) const;
     void check_remote_buffer(const Route& route, const BufferDescriptor& d, std::size_t i) const;
     void enqueue(ChildSlot& slot, PendingTask task);
     // The task as its slot queues it; null (and `done` called) when it is refused at once.

@@ -206,6 +206,22 @@ void Supervisor::check_remote_buffer(const Route& route, const BufferDescriptor&
                                                           ", which reaches only buffers of its own host");
 }
 
+void Supervisor::check_own_live(const BufferDescriptor& d, std::size_t i) const {
+    switch (buffers_.lookup(d.identity)) {
+    case BufferLookup::UNKNOWN:
+        throw RequestError(ErrorCode::UNKNOWN_BUFFER, arg_name(i) + ": no buffer " + to_string(d.identity));
+    case BufferLookup::STALE:
+        throw RequestError(ErrorCode::STALE_BUFFER,
+                           arg_name(i) + ": buffer " + to_string(d.identity) + " was released");
+    case BufferLookup::LIVE:
+        break;
+    }
+    if (!(buffers_.find(d.identity)->descriptor == d)) {
+        throw RequestError(ErrorCode::INVALID_DESCRIPTOR,
+                           arg_name(i) + ": descriptor does not match buffer " + to_string(d.identity));
+    }
+}
+
 void Supervisor::check_buffer(const Route& route, const BufferDescriptor& d, std::size_t i) const {
     const bool ours = d.identity.owner_instance == buffers_.owner_instance();
     if (!ours) {
@@ -220,19 +236,7 @@ void Supervisor::check_buffer(const Route& route, const BufferDescriptor& d, std
         }
     }
     if (ours) {
-        switch (buffers_.lookup(d.identity)) {
-        case BufferLookup::UNKNOWN:
-            throw RequestError(ErrorCode::UNKNOWN_BUFFER, arg_name(i) + ": no buffer " + to_string(d.identity));
-        case BufferLookup::STALE:
-            throw RequestError(ErrorCode::STALE_BUFFER,
-                               arg_name(i) + ": buffer " + to_string(d.identity) + " was released");
-        case BufferLookup::LIVE:
-            break;
-        }
-        if (!(buffers_.find(d.identity)->descriptor == d)) {
-            throw RequestError(ErrorCode::INVALID_DESCRIPTOR,
-                               arg_name(i) + ": descriptor does not match buffer " + to_string(d.identity));
-        }
+        check_own_live(d, i);
     } else if (options_.path == "/") {
         throw RequestError(ErrorCode::UNKNOWN_BUFFER, arg_name(i) + ": no buffer " + to_string(d.identity));
     }

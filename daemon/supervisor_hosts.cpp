@@ -88,21 +88,8 @@ void Supervisor::check_copy_side(const BufferDescriptor& d, std::size_t i) const
         }
         throw RequestError(ErrorCode::UNKNOWN_BUFFER, arg_name(i) + ": no buffer " + to_string(d.identity));
     }
-    switch (buffers_.lookup(d.identity)) {
-    case BufferLookup::UNKNOWN:
-        throw RequestError(ErrorCode::UNKNOWN_BUFFER, arg_name(i) + ": no buffer " + to_string(d.identity));
-    case BufferLookup::STALE:
-        throw RequestError(ErrorCode::STALE_BUFFER,
-                           arg_name(i) + ": buffer " + to_string(d.identity) + " was released");
-    case BufferLookup::LIVE:
-        break;
-    }
-    const auto info = buffers_.find(d.identity);
-    if (!(info->descriptor == d)) {
-        throw RequestError(ErrorCode::INVALID_DESCRIPTOR,
-                           arg_name(i) + ": descriptor does not match buffer " + to_string(d.identity));
-    }
-    if (!info->world.empty()) {
+    check_own_live(d, i);
+    if (!buffers_.find(d.identity)->world.empty()) {
         throw RequestError(ErrorCode::UNREACHABLE_BUFFER, "copy across hosts: " + arg_name(i) +
                                                               " is a symmetric buffer; copy one rank's copy to "
                                                               "a buffer of its chip first");
