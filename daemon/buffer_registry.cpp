@@ -292,25 +292,37 @@ BufferLookup BufferRegistry::lookup_locked(const CanonicalIdentity& id) const {
     return id.generation <= slot.generation ? BufferLookup::STALE : BufferLookup::UNKNOWN;
 }
 
-BufferLookup BufferRegistry::lookup(const CanonicalIdentity& id) const {
-    std::lock_guard lock(mu_);
+BufferLookup BufferRegistry::inspect_locked(const CanonicalIdentity& id, const BufferInfo*& info) const {
+    info = nullptr;
     if (id.owner_instance != owner_) {
         const auto it = remote_.find(key_of(id));
-        return it == remote_.end() ? BufferLookup::UNKNOWN : it->second.live ? BufferLookup::LIVE : BufferLookup::STALE;
+        if (it == remote_.end()) {
+            return BufferLookup::UNKNOWN;
+        }
+        if (!it->second.live) {
+            return BufferLookup::STALE;
+        }
+        info = &it->second.info;
+        return BufferLookup::LIVE;
     }
-    return lookup_locked(id);
+    const BufferLookup state = lookup_locked(id);
+    if (state == BufferLookup::LIVE) {
+        info = &slots_[id.buffer_id - 1].info;
+    }
+    return state;
+}
+
+BufferLookup BufferRegistry::lookup(const CanonicalIdentity& id) const {
+    std::lock_guard lock(mu_);
+    const BufferInfo* info = nullptr;
+    return inspect_locked(id, info);
 }
 
 std::optional<BufferInfo> BufferRegistry::find(const CanonicalIdentity& id) const {
     std::lock_guard lock(mu_);
-    if (id.owner_instance != owner_) {
-        const auto it = remote_.find(key_of(id));
-        return it != remote_.end() && it->second.live ? std::optional<BufferInfo>(it->second.info) : std::nullopt;
-    }
-    if (lookup_locked(id) != BufferLookup::LIVE) {
-        return std::nullopt;
-    }
-    return slots_[id.buffer_id - 1].info;
+    const BufferInfo* info = nullptr;
+    inspect_locked(id, info);
+    return info != nullptr ? std::optional<BufferInfo>(*info) : std::nullopt;
 }
 
 std::vector<BufferInfo> BufferRegistry::list() const {

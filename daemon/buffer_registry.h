@@ -99,6 +99,18 @@ public:
 
     BufferLookup lookup(const CanonicalIdentity& id) const;
     std::optional<BufferInfo> find(const CanonicalIdentity& id) const;
+    // What `id` is, and, when it is live, f(info) called under the registry's lock: one lookup and no copy of the
+    // entry, for the checks every task argument passes. f must not call into the registry.
+    template <class F>
+    BufferLookup inspect(const CanonicalIdentity& id, F&& f) const {
+        std::lock_guard lock(mu_);
+        const BufferInfo* info = nullptr;
+        const BufferLookup state = inspect_locked(id, info);
+        if (info != nullptr) {
+            f(*info);
+        }
+        return state;
+    }
     std::optional<BufferInfo> find_arena(const std::string& name) const;
     std::vector<BufferInfo> list() const;
     // Buffers of remote hosts (docs/multihost.md): POSIX_SHM buffers a node on another host made for this L4,
@@ -138,6 +150,8 @@ private:
     static IdentityKey key_of(const CanonicalIdentity& id) noexcept;
 
     CanonicalIdentity mint_locked();
+    // REQUIRES mu_. What `id` is; `info` points at its entry when it is live.
+    BufferLookup inspect_locked(const CanonicalIdentity& id, const BufferInfo*& info) const;
     // Journals, creates, sizes and reserves the object `name` of nbytes; on failure removes what it made and
     // throws BufferCreateError.
     void make_shm_object(const std::string& name, std::uint64_t nbytes);

@@ -12,6 +12,7 @@
 
 #include "config/config.h"
 #include "daemon/access_policy.h"
+#include "daemon/checker_pool.h"
 #include "daemon/control_server.h"
 #include "daemon/json_codec.h"
 #include "daemon/metrics.h"
@@ -145,6 +146,10 @@ private:
     // thread keeps serving every other client meanwhile. Created after the supervisor, whose constructor
     // forks the zygote from a single-threaded process.
     boost::asio::thread_pool slow_{1};
+    // The threads that share a large graph's checks with the control thread; after the supervisor too.
+    CheckerPool checkers_;
+    // A graph's first tasks are dispatched while the rest are queued (service_tasks.cpp): 4 CPUs or more.
+    const bool early_dispatch_ = CheckerPool::usable_cpus() >= 4;
     boost::asio::io_context io_;
     ControlServer control_;
     Metrics metrics_;

@@ -186,9 +186,10 @@ BufferDescriptor Service::resolve_buffer(const std::string& id, const std::strin
         throw RequestError(ErrorCode::UNKNOWN_BUFFER,
                            where + ": no buffer '" + id + "' (not a buffer ID nor a preloaded arena's name)");
     }
-    switch (registry.lookup(identity)) {
+    BufferDescriptor descriptor{};
+    switch (registry.inspect(identity, [&](const BufferInfo& info) { descriptor = info.descriptor; })) {
     case BufferLookup::LIVE:
-        return registry.find(identity)->descriptor;
+        return descriptor;
     case BufferLookup::STALE:
         if (const auto why = registry.stale_reason(identity)) {
             throw RequestError(ErrorCode::STALE_BUFFER, where + ": " + *why);

@@ -14,6 +14,11 @@ namespace asio = boost::asio;
 
 using nlohmann::json;
 
+// While a checked graph is queued, its ready tasks go to their workers after every DISPATCH_STRIDE tasks (on a
+// machine of 4 CPUs or more): few enough that a chip starts early, enough that each dispatch takes a worker's
+// lock for many tasks.
+constexpr std::size_t DISPATCH_STRIDE = 16;
+
 struct Rejection {
     ErrorCode code;
     std::string message;
@@ -75,23 +80,24 @@ void Service::handle_run(const json& request, RawRun* raw, Reply reply, bool sin
     const bool wait = request.contains("wait") && request["wait"].is_boolean() && request["wait"].get<bool>();
     const auto resolver = [this](const std::string& id, const std::string& where) { return resolve_buffer(id, where); };
 
-    // Parse and check every task before any is queued: a graph runs whole or not at all.
-    std::vector<ParsedTask> parsed(task_json_list.size());
-    std::vector<std::optional<Rejection>> rejected(task_json_list.size());
-    // Views of parsed[i].name, which stays in place until the tasks are queued.
-    std::unordered_set<std::string_view> names;
-    names.reserve(parsed.size());
-    bool any_rejected = false;
-    for (std::size_t i = 0; i < task_json_list.size(); ++i) {
-        const std::string where = single ? "task" : "tasks[" + std::to_string(i) + "]";
+    // Parse and check every task before any is queued: a graph runs whole or not at all. Each task's checks read
+    // nothing the others write, so a large graph's are spread over the checker threads; its names are compared
+    // after, in graph order.
+    const std::size_t count = task_json_list.size();
+    std::vector<ParsedTask> parsed(count);
+    std::vector<std::optional<Rejection>> rejected(count);
+    std::vector<char> read(count, 0); // the task was read, so its name counts in the duplicate check
+    const auto where_of = [single](std::size_t i) {
+        return single ? std::string("task") : "tasks[" + std::to_string(i) + "]";
+    };
+    checkers_.for_each(count, [&](std::size_t i) {
+        const std::string where = where_of(i);
         try {
             parsed[i] = raw != nullptr ? task_from_raw(raw->tasks[i], resolver, where)
                                        : parse_task(*task_json_list[i], resolver, where);
-            if (!names.insert(parsed[i].name).second) {
-                throw RequestError(ErrorCode::BAD_REQUEST,
-                                   where + ": task name '" + parsed[i].name + "' is used twice in the graph");
-            }
+            read[i] = 1;
             supervisor_.check(parsed[i].request);
+            parsed[i].request.signature_checked = true;
             for (const TensorArg& arg : parsed[i].request.args.tensors) {
                 access_.require_owner(peer, arg.tensor.buffer.identity, where, "use in a task");
             }
@@ -101,6 +107,17 @@ void Service::handle_run(const json& request, RawRun* raw, Reply reply, bool sin
             rejected[i] = Rejection{e.code(), prefixed(where, e.what())};
         } catch (const WireError& e) {
             rejected[i] = Rejection{e.code(), prefixed(where, e.what())};
+        }
+    });
+    // Views of parsed[i].name, which stays in place until the tasks are queued. A name used a second time is the
+    // later task's error, whatever its checks said.
+    std::unordered_set<std::string_view> names;
+    names.reserve(count);
+    bool any_rejected = false;
+    for (std::size_t i = 0; i < count; ++i) {
+        if (read[i] != 0 && !names.insert(parsed[i].name).second) {
+            rejected[i] = Rejection{ErrorCode::BAD_REQUEST,
+                                    where_of(i) + ": task name '" + parsed[i].name + "' is used twice in the graph"};
         }
         if (rejected[i] && raw != nullptr) {
             describe_unparsed(raw->tasks[i], i, parsed[i]);
@@ -166,6 +183,12 @@ void Service::handle_run(const json& request, RawRun* raw, Reply reply, bool sin
             record.ordered = lane != scheduler::NO_LANE;
             TaskRecord& stored = book_.add(std::move(record));
             scheduler_.add(stored.id, stored.name, stored.request->args.tensors, lane);
+            // The whole graph passed its checks, so with CPUs to spare its first tasks go to their workers while
+            // the rest are still being queued: a chip starts after DISPATCH_STRIDE tasks, not after the graph.
+            // On fewer CPUs the workers would take the control thread's CPU, and the graph is queued first.
+            if (early_dispatch_ && (i + 1) % DISPATCH_STRIDE == 0) {
+                dispatch_ready_locked(to_dispatch);
+            }
         }
         dispatch_ready_locked(to_dispatch);
         if (!waiter) {

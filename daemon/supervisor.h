@@ -291,8 +291,9 @@ private:
     MappedArenas map_preloads();
     void check_buffer(const Route& route, const BufferDescriptor& d, std::size_t i) const;
     // A buffer of this supervisor's own, live, and `d` its registered descriptor; throws UNKNOWN_BUFFER,
-    // STALE_BUFFER or INVALID_DESCRIPTOR naming argument `i`.
-    void check_own_live(const BufferDescriptor& d, std::size_t i) const;
+    // STALE_BUFFER or INVALID_DESCRIPTOR naming argument `i`. With a route, returns whether its worker holds a
+    // copy of the buffer (false only for a symmetric buffer whose world lacks it); without one, true.
+    bool check_own_live(const BufferDescriptor& d, std::size_t i, const Route* route = nullptr) const;
     void check_remote_buffer(const Route& route, const BufferDescriptor& d, std::size_t i) const;
     void enqueue(ChildSlot& slot, PendingTask task);
     // The task as its slot queues it; null (and `done` called) when it is refused at once.

@@ -176,6 +176,9 @@ void Supervisor::check_request(const Route& route, const TaskRequest& request) c
         check_cuda_fault(route, request);
         return;
     }
+    if (request.signature_checked) {
+        return;
+    }
     try {
         const kernels::KernelCall call{request.kernel, bound, request.args.scalars, nullptr,
                                        builtin_launch_flags(request.launch)};
@@ -206,8 +209,17 @@ void Supervisor::check_remote_buffer(const Route& route, const BufferDescriptor&
                                                           ", which reaches only buffers of its own host");
 }
 
-void Supervisor::check_own_live(const BufferDescriptor& d, std::size_t i) const {
-    switch (buffers_.lookup(d.identity)) {
+bool Supervisor::check_own_live(const BufferDescriptor& d, std::size_t i, const Route* route) const {
+    bool matches = false;
+    bool reachable = true;
+    const BufferLookup state = buffers_.inspect(d.identity, [&](const BufferInfo& info) {
+        matches = info.descriptor == d;
+        if (route != nullptr && !info.world.empty()) {
+            reachable = route->slot != nullptr &&
+                        std::find(info.world.begin(), info.world.end(), route->path()) != info.world.end();
+        }
+    });
+    switch (state) {
     case BufferLookup::UNKNOWN:
         throw RequestError(ErrorCode::UNKNOWN_BUFFER, arg_name(i) + ": no buffer " + to_string(d.identity));
     case BufferLookup::STALE:
@@ -216,10 +228,11 @@ void Supervisor::check_own_live(const BufferDescriptor& d, std::size_t i) const 
     case BufferLookup::LIVE:
         break;
     }
-    if (!(buffers_.find(d.identity)->descriptor == d)) {
+    if (!matches) {
         throw RequestError(ErrorCode::INVALID_DESCRIPTOR,
                            arg_name(i) + ": descriptor does not match buffer " + to_string(d.identity));
     }
+    return reachable;
 }
 
 void Supervisor::check_buffer(const Route& route, const BufferDescriptor& d, std::size_t i) const {
@@ -236,18 +249,13 @@ void Supervisor::check_buffer(const Route& route, const BufferDescriptor& d, std
         }
     }
     if (ours) {
-        check_own_live(d, i);
-    } else if (options_.path == "/") {
-        throw RequestError(ErrorCode::UNKNOWN_BUFFER, arg_name(i) + ": no buffer " + to_string(d.identity));
-    }
-    if (ours) {
-        const auto info = buffers_.find(d.identity);
-        if (!info->world.empty() &&
-            (!route.slot || std::find(info->world.begin(), info->world.end(), route.path()) == info->world.end())) {
+        if (!check_own_live(d, i, &route)) {
             throw RequestError(ErrorCode::UNREACHABLE_BUFFER, arg_name(i) + ": symmetric buffer " +
                                                                   to_string(d.identity) + " has no copy on " +
                                                                   (route.slot ? route.path() : std::string("?")));
         }
+    } else if (options_.path == "/") {
+        throw RequestError(ErrorCode::UNKNOWN_BUFFER, arg_name(i) + ": no buffer " + to_string(d.identity));
     }
     if (AddressSpace{d.address_space} == AddressSpace::DEVICE) {
         // The worker that runs the task (a chip of a nested node too) must be a chip of the backend's kind.

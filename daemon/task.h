@@ -33,6 +33,10 @@ struct TaskRequest {
     // Tasks submitted with one non-zero group can be taken back together while still queued
     // (Supervisor::withdraw): a remote node's L4 session is one group.
     std::uint64_t group = 0;
+    // The kernel's signature was checked against these arguments (Supervisor::check passed, and nothing in the
+    // request changed since): dispatch checks the buffers again, since they may be released meanwhile, but not
+    // the signature, which depends on the request alone.
+    bool signature_checked = false;
 };
 
 struct TaskResult {

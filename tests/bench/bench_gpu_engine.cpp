@@ -184,11 +184,15 @@ void raw_launches(bench::EngineFigures& f) {
 bench::GraphFigures run_graph(bench::ControlClient& client, const json& request) {
     const std::string framed = bench::ControlClient::frame(request);
     std::vector<double> walls;
+    std::vector<double> intakes;
     std::vector<double> spans;
     for (int run = 0; run <= GRAPH_RUNS; ++run) {
         const auto start = Clock::now();
         const std::string body = client.exchange(framed);
         const double wall = us_since(start);
+        // steady_clock is CLOCK_MONOTONIC, the clock of the reply's start_ns.
+        const auto sent_ns = static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch()).count());
         const bench::TaskTimes times = bench::completed_tasks(body);
         if (times.count != TASKS) {
             throw std::runtime_error("a graph completed " + std::to_string(times.count) + " of " +
@@ -196,10 +200,11 @@ bench::GraphFigures run_graph(bench::ControlClient& client, const json& request)
         }
         if (run > 0) {
             walls.push_back(wall / TASKS);
+            intakes.push_back(static_cast<double>(times.first_start_ns - sent_ns) / 1e3 / TASKS);
             spans.push_back(static_cast<double>(times.last_end_ns - times.first_start_ns) / 1e3 / TASKS);
         }
     }
-    return {median(walls), median(spans)};
+    return {median(walls), median(intakes), median(spans)};
 }
 
 // (c): one task at a time (median wall and chip time of BIG_CALLS after 3 untimed), then BIG_QUEUED of them in one

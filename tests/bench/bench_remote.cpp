@@ -20,6 +20,7 @@
 #include "tests/remote/remote_fixture.h"
 
 #include <arpa/inet.h>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fcntl.h>
@@ -30,6 +31,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <utility>
 
 namespace {
 
@@ -154,8 +156,16 @@ pid_t fork_in(const std::string& netns, F body) {
     return pid;
 }
 
+// Where a no-op task's time goes, from the times its state carries (CLOCK_MONOTONIC, one clock for every
+// namespace of this machine): request sent -> recorded by the L4, recorded -> its worker starts it (for a remote
+// task, hb's sub), the task itself, the worker's end -> the reply read by the client. Nanoseconds.
+struct Stages {
+    std::vector<double> intake, to_worker, run, back;
+};
+
 struct Samples {
     std::vector<double> tcp, grpc, local, remote;
+    Stages local_stages, remote_stages;
 };
 
 // In the L4's namespace (a forked child): `calls` TCP ping-pongs and `calls` gRPC pings to hb, written to `out`
@@ -205,16 +215,29 @@ void ping_from_rack(const std::string& hb, int calls, int out) {
     }
 }
 
-void noop_calls(client::Connection& c, const std::string& on, int calls, std::vector<double>& into) {
+void noop_calls(client::Connection& c, const std::string& on, int calls, std::vector<double>& into,
+                Stages* stages = nullptr) {
     const client::Task noop = client::Task::from_json(
         {{"name", "noop"}, {"kernel", "sleep_ms"}, {"on", on}, {"args", {{{"scalar", {{"int64", 0}}}}}}});
     for (int i = 0; i < calls; ++i) {
         const auto start = Clock::now();
-        if (c.submit_wait(noop).status != client::TaskStatus::COMPLETED) {
+        const client::TaskState state = c.submit_wait(noop);
+        const auto end = Clock::now();
+        if (state.status != client::TaskStatus::COMPLETED) {
             std::fprintf(stderr, "bench_remote: the no-op task on %s did not complete\n", on.c_str());
             std::exit(1);
         }
         into.push_back(since_ns(start));
+        if (stages != nullptr) {
+            const auto mono = [](Clock::time_point t) { // steady_clock is CLOCK_MONOTONIC
+                return static_cast<double>(
+                    std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+            };
+            stages->intake.push_back(static_cast<double>(state.submitted_ns) - mono(start));
+            stages->to_worker.push_back(static_cast<double>(state.start_ns - state.submitted_ns));
+            stages->run.push_back(static_cast<double>(state.end_ns - state.start_ns));
+            stages->back.push_back(mono(end) - static_cast<double>(state.end_ns));
+        }
     }
 }
 
@@ -289,8 +312,8 @@ int main(int argc, char** argv) {
         }
         s.tcp.insert(s.tcp.end(), got.begin(), got.begin() + calls);
         s.grpc.insert(s.grpc.end(), got.begin() + calls, got.end());
-        noop_calls(connection, "sub0", calls, s.local);
-        noop_calls(connection, "hb/sub0", calls, s.remote);
+        noop_calls(connection, "sub0", calls, s.local, &s.local_stages);
+        noop_calls(connection, "hb/sub0", calls, s.remote, &s.remote_stages);
     }
     // Bytes across hosts.
     const int copy_rounds = argc > 3 ? std::atoi(argv[3]) : 5;
@@ -342,6 +365,12 @@ int main(int argc, char** argv) {
                 remote);
     std::printf("remote_noop / grpc_ping %.2f (target <= 3)\n", remote / grpc);
     std::printf("remote_noop / (tcp_rtt + local_noop) %.2f (target <= 2)\n", remote / (tcp + local));
+    for (const auto& [name, st] : {std::pair<const char*, const Stages&>{"local_noop", s.local_stages},
+                                   std::pair<const char*, const Stages&>{"remote_noop", s.remote_stages}}) {
+        std::printf("%s stages, medians in us: sent->recorded %.1f, recorded->worker start %.1f, worker %.1f, "
+                    "worker end->reply read %.1f\n",
+                    name, median_us(st.intake), median_us(st.to_worker), median_us(st.run), median_us(st.back));
+    }
     std::printf("copies of %llu MiB, %d rounds, medians in GB/s\n", static_cast<unsigned long long>(COPY_BYTES >> 20),
                 copy_rounds);
     std::printf("tcp_stream_gbps %.2f\ncopy_push_gbps %.2f\ncopy_pull_gbps %.2f\n", stream, push, pull);

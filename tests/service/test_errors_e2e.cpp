@@ -10,6 +10,7 @@
 #include "helpers.h"
 
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <thread>
 
 using namespace canopy::e2e;
@@ -293,4 +294,72 @@ TEST_CASE("run of a graph without tasks fails with BAD_REQUEST and the daemon ke
     CHECK(out.rc == 1);
     CHECK_THAT(out.out, Catch::Contains("BAD_REQUEST"));
     CHECK(d.cli({"status"}).rc == 0);
+}
+
+// CANOPY_CHECK_THREADS=4 spreads the checks of a graph of 600 tasks over four threads (chunks of 150) on any
+// machine: the rejections land in three different chunks, and each is reported at its own position.
+TEST_CASE("a large graph checked on several threads is rejected whole with each bad task named, then runs whole",
+          "[service]") {
+    Daemon d(e2e_config(2, 2), {{"CANOPY_CHECK_THREADS", "4"}});
+    TempDir files;
+    constexpr std::size_t COUNT = 600;
+    const std::string v = d.create_buffer(COUNT * 4);
+    const std::string tiny = d.create_buffer(4);
+    const std::vector<std::string> workers = {"chip0", "sub0", "chip1", "sub1"};
+    const auto good = [&](std::size_t i) {
+        return task("t" + std::to_string(i), "fill", workers[i % workers.size()],
+                    {tensor_arg(v, "output", {1}, {}, 4 * i), float32_arg(static_cast<double>(i))});
+    };
+    json tasks = json::array();
+    for (std::size_t i = 0; i < COUNT; ++i) {
+        tasks.push_back(good(i));
+    }
+    json bad = tasks;
+    bad[200]["name"] = "t100";
+    bad[450] = task("t450", "fill", "chip0", {overflow_view(tiny), float32_arg(1)});
+    bad[520]["on"] = "chip9";
+    const auto bad_path = write_file(files.path, "bad.json", json{{"tasks", bad}}.dump());
+    const auto run = d.cli({"run", bad_path, "--wait", "--json"});
+    CHECK(run.rc == 1);
+    const json out = run.json();
+    REQUIRE(out.at("tasks").size() == COUNT);
+    for (std::size_t i = 0; i < COUNT; ++i) {
+        const json& t = out.at("tasks")[i];
+        INFO(i << ": " << t.dump());
+        REQUIRE(t.at("state") == "rejected");
+        const std::string message = t.at("error").at("message");
+        if (i == 200) {
+            CHECK(t.at("error").at("code") == "BAD_REQUEST");
+            CHECK(message == "tasks[200]: task name 't100' is used twice in the graph");
+        } else if (i == 450) {
+            CHECK(t.at("error").at("code") == "INVALID_TENSOR");
+            CHECK_THAT(message, Catch::StartsWith("tasks[450]") && Catch::Contains("view extent overflows 64 bits"));
+        } else if (i == 520) {
+            CHECK(t.at("error").at("code") == "UNKNOWN_WORKER");
+            CHECK_THAT(message, Catch::StartsWith("tasks[520]") && Catch::Contains("chip9"));
+        } else {
+            CHECK(t.at("error").at("code") == "BAD_REQUEST");
+            CHECK(message == "not run: task 't100' of this graph was rejected");
+        }
+    }
+    const auto bytes = (files.path / "v.bin").string();
+    REQUIRE(d.cli({"buffer", "read", v, "--to", bytes}).rc == 0);
+    CHECK(read_file(bytes) == std::string(COUNT * 4, '\0'));
+
+    const auto good_path = write_file(files.path, "good.json", json{{"tasks", tasks}}.dump());
+    const auto done = d.cli({"run", good_path, "--wait", "--json"});
+    INFO(done.err);
+    REQUIRE(done.rc == 0);
+    for (const auto& t : done.json().at("tasks")) {
+        REQUIRE(t.at("state") == "completed");
+    }
+    REQUIRE(d.cli({"buffer", "read", v, "--to", bytes}).rc == 0);
+    const std::string values = read_file(bytes);
+    REQUIRE(values.size() == COUNT * 4);
+    for (std::size_t i = 0; i < COUNT; ++i) {
+        float f = -1;
+        std::memcpy(&f, values.data() + 4 * i, 4);
+        INFO(i);
+        REQUIRE(f == static_cast<float>(i));
+    }
 }
