@@ -11,6 +11,7 @@
 #include "ipc/mapped_region.h"
 #include "ipc/sys_error.h"
 #include "tests/cuda/gpu_probe.h"
+#include "tests/scoped_env.h"
 #include "tests/skip.h"
 
 #include <catch2/catch.hpp>
@@ -76,31 +77,6 @@ inline daemon::SupervisorOptions chip_options(const std::filesystem::path& state
     }
     return o;
 }
-
-// Sets an environment variable for the scope (the zygote, forked in the Supervisor constructor, and every
-// worker inherit the environment of that moment).
-class ScopedEnv {
-public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        if (const char* old = std::getenv(name)) {
-            old_ = old;
-        }
-        ::setenv(name, value, 1);
-    }
-    ~ScopedEnv() {
-        if (old_) {
-            ::setenv(name_, old_->c_str(), 1);
-        } else {
-            ::unsetenv(name_);
-        }
-    }
-    ScopedEnv(const ScopedEnv&) = delete;
-    ScopedEnv& operator=(const ScopedEnv&) = delete;
-
-private:
-    const char* name_;
-    std::optional<std::string> old_;
-};
 
 // Maps a POSIX_SHM buffer into the test process, writable.
 inline ipc::MappedRegion map_shm(const BufferDescriptor& d) {

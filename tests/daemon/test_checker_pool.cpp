@@ -2,6 +2,7 @@
 // ones, an escaping exception rethrown only after every chunk ended, and CANOPY_CHECK_THREADS.
 
 #include "daemon/checker_pool.h"
+#include "tests/scoped_env.h"
 
 #include <atomic>
 #include <catch2/catch.hpp>
@@ -14,36 +15,7 @@
 #include <vector>
 
 using canopy::daemon::CheckerPool;
-
-namespace {
-
-// Sets an environment variable for one scope, restoring what it was.
-class ScopedEnv {
-public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        if (const char* old = std::getenv(name)) {
-            old_ = old;
-            had_ = true;
-        }
-        ::setenv(name, value, 1);
-    }
-    ~ScopedEnv() {
-        if (had_) {
-            ::setenv(name_, old_.c_str(), 1);
-        } else {
-            ::unsetenv(name_);
-        }
-    }
-    ScopedEnv(const ScopedEnv&) = delete;
-    ScopedEnv& operator=(const ScopedEnv&) = delete;
-
-private:
-    const char* name_;
-    std::string old_;
-    bool had_ = false;
-};
-
-} // namespace
+using canopy::testing::ScopedEnv;
 
 TEST_CASE("a checker pool calls f once for every index, on several threads for a large count", "[daemon]") {
     CheckerPool pool(3);
