@@ -148,8 +148,9 @@ private:
     boost::asio::thread_pool slow_{1};
     // The threads that share a large graph's checks with the control thread; after the supervisor too.
     CheckerPool checkers_;
-    // A graph's first tasks are dispatched while the rest are queued (service_tasks.cpp): 4 CPUs or more.
-    const bool early_dispatch_ = CheckerPool::usable_cpus() >= 4;
+    // A graph's first tasks are dispatched while the rest are queued (service_tasks.cpp) where there are CPUs to
+    // spare, as for checker threads: 4 CPUs or more, or CANOPY_CHECK_THREADS of 2 or more.
+    const bool early_dispatch_ = checkers_.helpers() > 0;
     boost::asio::io_context io_;
     ControlServer control_;
     Metrics metrics_;

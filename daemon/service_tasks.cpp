@@ -14,8 +14,8 @@ namespace asio = boost::asio;
 
 using nlohmann::json;
 
-// While a checked graph is queued, its ready tasks go to their workers after every DISPATCH_STRIDE tasks (on a
-// machine of 4 CPUs or more): few enough that a chip starts early, enough that each dispatch takes a worker's
+// While a checked graph is queued, its ready tasks go to their workers after every DISPATCH_STRIDE tasks (where
+// there are checker threads): few enough that a chip starts early, enough that each dispatch takes a worker's
 // lock for many tasks.
 constexpr std::size_t DISPATCH_STRIDE = 16;
 
@@ -185,7 +185,7 @@ void Service::handle_run(const json& request, RawRun* raw, Reply reply, bool sin
             scheduler_.add(stored.id, stored.name, stored.request->args.tensors, lane);
             // The whole graph passed its checks, so with CPUs to spare its first tasks go to their workers while
             // the rest are still being queued: a chip starts after DISPATCH_STRIDE tasks, not after the graph.
-            // On fewer CPUs the workers would take the control thread's CPU, and the graph is queued first.
+            // On fewer than 4 CPUs the workers would take the control thread's CPU, and the graph is queued first.
             if (early_dispatch_ && (i + 1) % DISPATCH_STRIDE == 0) {
                 dispatch_ready_locked(to_dispatch);
             }

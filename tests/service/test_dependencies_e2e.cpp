@@ -133,9 +133,10 @@ TEST_CASE("a dependency on a task of an earlier submission is honoured", "[servi
 
 // A chain of 62 tasks over one value whose steps hop between chips and subs: every edge crosses or stays on a
 // lane (a chip's stream order, or the supervisor's completion). Scaling and adding one do not commute, so the
-// final value says the steps ran in graph order, as the start and end times say for each edge.
+// final value says the steps ran in graph order, as the start and end times say for each edge. Two checker
+// threads turn on early dispatch on any machine: the first steps reach their workers every 16 tasks queued.
 TEST_CASE("a long chain that hops between workers runs every edge in order", "[service]") {
-    Daemon d(e2e_config(2, 2));
+    Daemon d(e2e_config(2, 2), {{"CANOPY_CHECK_THREADS", "2"}});
     constexpr int STEPS = 60;
     const std::string v = d.create_buffer(4);
     const std::string one = d.create_buffer(4);
