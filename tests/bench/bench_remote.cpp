@@ -2,6 +2,8 @@
 // "hb", joined by a veth pair) against, measured in the same run and interleaved round by round:
 //   tcp_rtt      a 64-byte ping-pong over one TCP connection between the same namespaces
 //   grpc_ping    a unary gRPC call to the node's canopyd (Echo, a task call's shape answered at once), between them
+//   grpc_stream  one task call and its reply on an open gRPC Tasks stream to an echo in hb's namespace: what a
+//                remote task pays for gRPC once its stream is open, with no daemon behind it
 //   local_noop   the same no-op task on the L4's own sub (its control socket, the C++ client)
 //   remote_noop  sleep_ms 0 on hb/sub0 through the L4 (the C++ client on the L4's socket)
 // and prints the medians and the ratios the remote-node targets are stated in. Then, for bytes across hosts:
@@ -9,7 +11,7 @@
 //   copy_push    copy of a 256 MiB posix_shm buffer of rack into one of hb, on hb/sub0 (a Write stream)
 //   copy_pull    the other way, on the L4's sub0 (a Read stream)
 // each COPY_ROUNDS times interleaved, as GB/s of the median. Needs root (namespaces); prints "skipped:" and exits 0
-// without. Never registered with ctest.
+// without. Never registered with ctest. COPY_ROUNDS 0 leaves the copies out.
 //
 //   bench_remote [ROUNDS [CALLS_PER_ROUND [COPY_ROUNDS]]]
 #include "bench.h"
@@ -42,6 +44,7 @@ using Clock = std::chrono::steady_clock;
 constexpr std::uint16_t NODE_PORT = 7471;
 constexpr std::uint16_t ECHO_PORT = 7473;
 constexpr std::uint16_t SINK_PORT = 7474;
+constexpr std::uint16_t STREAM_PORT = 7475;
 constexpr std::uint64_t COPY_BYTES = std::uint64_t{256} << 20;
 
 double since_ns(Clock::time_point start) {
@@ -57,8 +60,46 @@ bool enter_netns(const std::string& path) {
     return ok;
 }
 
-// The peer side, in hb's namespace: a TCP echo server.
+// A Tasks stream that answers each call at once with an empty reply of its call id: the cost of one message each
+// way on a gRPC stream that is already open, with nothing behind it.
+class EchoStream final : public grpc::ServerBidiReactor<pb::TaskCall, pb::TaskReply> {
+public:
+    EchoStream() { StartRead(&in_); }
+    void OnReadDone(bool ok) override {
+        if (!ok) {
+            Finish(grpc::Status::OK);
+            return;
+        }
+        out_.set_call_id(in_.call_id());
+        StartWrite(&out_);
+    }
+    void OnWriteDone(bool ok) override {
+        if (!ok) {
+            Finish(grpc::Status::CANCELLED);
+            return;
+        }
+        StartRead(&in_);
+    }
+    void OnDone() override { delete this; }
+
+private:
+    pb::TaskCall in_;
+    pb::TaskReply out_;
+};
+
+class EchoService final : public pb::Node::CallbackService {
+    grpc::ServerBidiReactor<pb::TaskCall, pb::TaskReply>* Tasks(grpc::CallbackServerContext*) override {
+        return new EchoStream;
+    }
+};
+
+// The peer side, in hb's namespace: a TCP echo server, a TCP sink and a gRPC Tasks stream that echoes.
 [[noreturn]] void serve_peer() {
+    EchoService echo_service;
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("0.0.0.0:" + std::to_string(STREAM_PORT), grpc::InsecureServerCredentials());
+    builder.RegisterService(&echo_service);
+    const std::unique_ptr<grpc::Server> stream_server = builder.BuildAndStart();
     std::thread echo([] {
         const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         const int one = 1;
@@ -164,12 +205,12 @@ struct Stages {
 };
 
 struct Samples {
-    std::vector<double> tcp, grpc, local, remote;
+    std::vector<double> tcp, grpc, grpc_stream, local, remote;
     Stages local_stages, remote_stages;
 };
 
-// In the L4's namespace (a forked child): `calls` TCP ping-pongs and `calls` gRPC pings to hb, written to `out`
-// as raw doubles, TCP first.
+// In the L4's namespace (a forked child): `calls` TCP ping-pongs, `calls` gRPC pings to hb's canopyd and `calls`
+// round trips on an open gRPC stream to the peer's echo, written to `out` as raw doubles in that order.
 void ping_from_rack(const std::string& hb, int calls, int out) {
     std::vector<double> ns;
     const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -209,6 +250,24 @@ void ping_from_rack(const std::string& hb, int calls, int out) {
             ns.push_back(since_ns(start));
         }
     }
+    auto stream_channel =
+        grpc::CreateChannel(hb + ":" + std::to_string(STREAM_PORT), grpc::InsecureChannelCredentials());
+    auto stream_stub = pb::Node::NewStub(stream_channel);
+    grpc::ClientContext stream_context;
+    const auto stream = stream_stub->Tasks(&stream_context);
+    for (int i = 0; i < calls + calls / 4; ++i) {
+        call.set_call_id(static_cast<std::uint64_t>(i));
+        pb::TaskReply reply;
+        const auto start = Clock::now();
+        if (!stream->Write(call) || !stream->Read(&reply)) {
+            std::_Exit(6);
+        }
+        if (i >= calls / 4) {
+            ns.push_back(since_ns(start));
+        }
+    }
+    stream->WritesDone();
+    (void)stream->Finish();
     const auto bytes = ns.size() * sizeof(double);
     if (::write(out, ns.data(), bytes) != static_cast<ssize_t>(bytes)) {
         std::_Exit(5);
@@ -296,7 +355,7 @@ int main(int argc, char** argv) {
         const pid_t pinger =
             fork_in(net.netns_path("rack"), [&] { ping_from_rack(net.address("hb"), calls, pipe_fds[1]); });
         ::close(pipe_fds[1]);
-        std::vector<double> got(static_cast<std::size_t>(2 * calls));
+        std::vector<double> got(static_cast<std::size_t>(3 * calls));
         const auto want = got.size() * sizeof(double);
         std::size_t have = 0;
         for (ssize_t n;
@@ -311,7 +370,8 @@ int main(int argc, char** argv) {
             return 1;
         }
         s.tcp.insert(s.tcp.end(), got.begin(), got.begin() + calls);
-        s.grpc.insert(s.grpc.end(), got.begin() + calls, got.end());
+        s.grpc.insert(s.grpc.end(), got.begin() + calls, got.begin() + 2 * calls);
+        s.grpc_stream.insert(s.grpc_stream.end(), got.begin() + 2 * calls, got.end());
         noop_calls(connection, "sub0", calls, s.local, &s.local_stages);
         noop_calls(connection, "hb/sub0", calls, s.remote, &s.remote_stages);
     }
@@ -357,12 +417,11 @@ int main(int argc, char** argv) {
     const auto gbps = [](const std::vector<double>& ns) {
         return static_cast<double>(COPY_BYTES) / (median_us(ns) * 1e3);
     };
-    const double stream = gbps(stream_ns), push = gbps(push_ns), pull = gbps(pull_ns);
-    const double tcp = median_us(s.tcp), grpc = median_us(s.grpc), local = median_us(s.local),
-                 remote = median_us(s.remote);
+    const double tcp = median_us(s.tcp), grpc = median_us(s.grpc), grpc_stream = median_us(s.grpc_stream),
+                 local = median_us(s.local), remote = median_us(s.remote);
     std::printf("rounds %d x %d calls, medians in us\n", rounds, calls);
-    std::printf("tcp_rtt_us %.1f\ngrpc_ping_us %.1f\nlocal_noop_us %.1f\nremote_noop_us %.1f\n", tcp, grpc, local,
-                remote);
+    std::printf("tcp_rtt_us %.1f\ngrpc_ping_us %.1f\ngrpc_stream_rtt_us %.1f\nlocal_noop_us %.1f\nremote_noop_us %.1f\n",
+                tcp, grpc, grpc_stream, local, remote);
     std::printf("remote_noop / grpc_ping %.2f (target <= 3)\n", remote / grpc);
     std::printf("remote_noop / (tcp_rtt + local_noop) %.2f (target <= 2)\n", remote / (tcp + local));
     for (const auto& [name, st] : {std::pair<const char*, const Stages&>{"local_noop", s.local_stages},
@@ -371,6 +430,10 @@ int main(int argc, char** argv) {
                     "worker end->reply read %.1f\n",
                     name, median_us(st.intake), median_us(st.to_worker), median_us(st.run), median_us(st.back));
     }
+    if (copy_rounds <= 0) {
+        return 0; // no copies asked for
+    }
+    const double stream = gbps(stream_ns), push = gbps(push_ns), pull = gbps(pull_ns);
     std::printf("copies of %llu MiB, %d rounds, medians in GB/s\n", static_cast<unsigned long long>(COPY_BYTES >> 20),
                 copy_rounds);
     std::printf("tcp_stream_gbps %.2f\ncopy_push_gbps %.2f\ncopy_pull_gbps %.2f\n", stream, push, pull);
