@@ -3,6 +3,11 @@
 #include "protocol/task_args.h"
 #include "remote/canopy_remote.pb.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream.h>
+#include <google/protobuf/stubs/common.h>
+#include <google/protobuf/wire_format_lite.h>
+
 #include <algorithm>
 #include <cstring>
 #include <span>
@@ -101,18 +106,124 @@ ByteRange decode_read_call(const canopy::remote::v1::ReadCall& call) {
     return decode_range(call.buffer(), call.offset(), call.length(), "read");
 }
 
-ByteRange decode_write_head(const canopy::remote::v1::Chunk& chunk) {
-    const ByteRange range = decode_range(chunk.buffer(), chunk.offset(), chunk.length(), "write");
-    if (chunk.data().size() > MAX_CHUNK_BYTES) {
-        throw RequestError(ErrorCode::BAD_REQUEST, "write.data: " + std::to_string(chunk.data().size()) +
-                                                       " bytes in one chunk; at most " +
-                                                       std::to_string(MAX_CHUNK_BYTES));
-    }
-    if (chunk.data().size() > range.length) {
-        throw RequestError(ErrorCode::BAD_REQUEST, "write.data: " + std::to_string(chunk.data().size()) +
+ByteRange decode_write_head(const ChunkLayout& chunk) {
+    const ByteRange range = decode_range(chunk.buffer, chunk.offset, chunk.length, "write");
+    if (chunk.data_size > range.length) {
+        throw RequestError(ErrorCode::BAD_REQUEST, "write.data: " + std::to_string(chunk.data_size) +
                                                        " bytes for a range of " + std::to_string(range.length));
     }
     return range;
+}
+
+ChunkLayout scan_chunk(google::protobuf::io::ZeroCopyInputStream& message, const char* stream) {
+    using google::protobuf::internal::WireFormatLite;
+    google::protobuf::io::CodedInputStream in(&message);
+    const auto fail = [&](const std::string& what) {
+        throw RequestError(ErrorCode::BAD_REQUEST, std::string(stream) + " chunk: " + what);
+    };
+    const auto varint = [&](int field) {
+        std::uint64_t v = 0;
+        if (!in.ReadVarint64(&v)) {
+            fail("field " + std::to_string(field) + " is cut short");
+        }
+        return v;
+    };
+    // A length-delimited field's length, checked against `limit` before anything is read.
+    const auto length = [&](int field, std::uint64_t limit, const char* name) {
+        std::uint32_t n = 0;
+        if (!in.ReadVarint32(&n)) {
+            fail("field " + std::to_string(field) + " is cut short");
+        }
+        if (n > limit) {
+            fail(std::string(name) + ": " + std::to_string(n) + " bytes; at most " + std::to_string(limit));
+        }
+        return static_cast<int>(n);
+    };
+    const auto text = [&](int field, std::uint64_t limit, const char* name, std::string& into) {
+        const int n = length(field, limit, name);
+        if (!in.ReadString(&into, n)) {
+            fail(std::string(name) + " is cut short");
+        }
+    };
+    ChunkLayout out;
+    bool data_seen = false;
+    for (;;) {
+        const std::uint32_t tag = in.ReadTag();
+        if (tag == 0) {
+            // The end of the bytes, or a tag of field 0 (never valid): protobuf tells them apart this way.
+            if (!in.ConsumedEntireMessage()) {
+                fail("a field tag that is not valid");
+            }
+            return out;
+        }
+        const int field = WireFormatLite::GetTagFieldNumber(tag);
+        const auto type = WireFormatLite::GetTagWireType(tag);
+        const auto expect = [&](WireFormatLite::WireType want) {
+            if (type != want) {
+                fail("field " + std::to_string(field) + " has wire type " + std::to_string(type) + ", not " +
+                     std::to_string(want));
+            }
+        };
+        switch (field) {
+        case 1:
+            expect(WireFormatLite::WIRETYPE_VARINT);
+            out.session = varint(field);
+            break;
+        case 2:
+            expect(WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+            text(field, 64, "buffer", out.buffer);
+            break;
+        case 3:
+            expect(WireFormatLite::WIRETYPE_VARINT);
+            out.offset = varint(field);
+            break;
+        case 4:
+            expect(WireFormatLite::WIRETYPE_VARINT);
+            out.length = varint(field);
+            break;
+        case 5: {
+            expect(WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+            if (data_seen) {
+                fail("data: a second data field");
+            }
+            data_seen = true;
+            const int n = length(field, MAX_CHUNK_BYTES, "data");
+            out.data_at = static_cast<std::uint64_t>(in.CurrentPosition());
+            out.data_size = static_cast<std::uint64_t>(n);
+            if (!in.Skip(n)) {
+                fail("data is cut short: " + std::to_string(n) + " bytes announced");
+            }
+            break;
+        }
+        case 6:
+            expect(WireFormatLite::WIRETYPE_VARINT);
+            out.code = static_cast<std::uint32_t>(varint(field));
+            break;
+        case 7:
+            expect(WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+            text(field, MAX_CHUNK_MESSAGE_BYTES, "message", out.message);
+            if (!google::protobuf::internal::IsStructurallyValidUTF8(out.message.data(),
+                                                                     static_cast<int>(out.message.size()))) {
+                fail("message is not UTF-8"); // a string field: protobuf's own parse refuses it too
+            }
+            break;
+        default:
+            if (!WireFormatLite::SkipField(&in, tag)) {
+                fail("field " + std::to_string(field) + " is cut short or malformed");
+            }
+        }
+    }
+}
+
+void copy_chunk_data(google::protobuf::io::ZeroCopyInputStream& message, const ChunkLayout& layout, std::byte* to) {
+    if (layout.data_size == 0) {
+        return;
+    }
+    google::protobuf::io::CodedInputStream in(&message);
+    if (!in.Skip(static_cast<int>(layout.data_at)) || !in.ReadRaw(to, static_cast<int>(layout.data_size))) {
+        throw RequestError(ErrorCode::BAD_REQUEST, "chunk: its data ended before " +
+                                                       std::to_string(layout.data_size) + " bytes");
+    }
 }
 
 void check_range(const ByteRange& range, std::uint64_t nbytes) {

@@ -14,9 +14,15 @@
 #include "daemon/task.h"
 #include "protocol/descriptor.h"
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
+
+namespace google::protobuf::io {
+class ZeroCopyInputStream;
+} // namespace google::protobuf::io
 
 namespace canopy::remote::v1 {
 class TaskCall;
@@ -59,12 +65,38 @@ struct ByteRange {
     std::uint64_t length = 0;
 };
 
+// The most bytes of a refusal's message one Chunk carries.
+inline constexpr std::uint64_t MAX_CHUNK_MESSAGE_BYTES = 64 << 10;
+
+// A Chunk as it arrives on a Read or a Write stream, parsed where it lies: every field but data, and where the data
+// is, so that its bytes are copied once, straight to where the range puts them (copy_chunk_data), never into a
+// message first. A field the message leaves out reads as protobuf's default.
+struct ChunkLayout {
+    std::uint64_t session = 0;
+    std::string buffer;
+    std::uint64_t offset = 0;
+    std::uint64_t length = 0;
+    std::uint32_t code = 0;
+    std::string message;
+    std::uint64_t data_at = 0;   // bytes from the start of the message to the first data byte
+    std::uint64_t data_size = 0; // 0 for a chunk without data
+};
+
+// Reads the protobuf encoding of one Chunk from `message` (`stream` names it in errors: "read", "write"). Throws
+// RequestError(BAD_REQUEST) naming what is wrong: a field cut short, a wire type that is not the field's, a buffer
+// of more than 64 bytes, a message of more than MAX_CHUNK_MESSAGE_BYTES or not UTF-8, data of more than
+// MAX_CHUNK_BYTES, or a second data field. Fields it does not know are skipped, as protobuf does.
+ChunkLayout scan_chunk(google::protobuf::io::ZeroCopyInputStream& message, const char* stream);
+// Copies the data that `layout` (scan_chunk's answer) found to `to`, reading a second pass over the same bytes
+// from `message`. Throws RequestError(BAD_REQUEST) when the bytes end first.
+void copy_chunk_data(google::protobuf::io::ZeroCopyInputStream& message, const ChunkLayout& layout, std::byte* to);
+
 // A Read call's range, and the range the first chunk of a Write names. Throws RequestError(BAD_REQUEST) naming the
 // field: a buffer that is not a 32-byte identity, a length of 0, a range whose end is past 2^64 - 1, and for a
-// Write a first chunk with more data than MAX_CHUNK_BYTES or than its length. Whether the range lies in the buffer
-// is for the node to check against the buffer it names (check_range).
+// Write a first chunk with more data than its length (scan_chunk refuses more than MAX_CHUNK_BYTES). Whether the
+// range lies in the buffer is for the node to check against the buffer it names (check_range).
 ByteRange decode_read_call(const canopy::remote::v1::ReadCall& call);
-ByteRange decode_write_head(const canopy::remote::v1::Chunk& chunk);
+ByteRange decode_write_head(const ChunkLayout& chunk);
 // Throws RequestError(BAD_REQUEST) when `range` runs past the end of a buffer of `nbytes`.
 void check_range(const ByteRange& range, std::uint64_t nbytes);
 

@@ -1,5 +1,6 @@
 #include "daemon/remote_link.h"
 
+#include "daemon/chunk_message.h"
 #include "daemon/host_window.h"
 #include "daemon/remote_call.h"
 #include "daemon/remote_credentials.h"
@@ -21,6 +22,7 @@
 #include <deque>
 #include <functional>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/rpc_method.h>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -158,6 +160,7 @@ public:
 
     int serve() {
         route_grpc_log(nullptr); // every failure reaches the supervisor's log as the reason the host was lost
+        keep_freed_memory_for_chunks();
         try {
             channel_ = grpc::CreateCustomChannel(config::to_string(remote_.address), channel_credentials(remote_.tls),
                                                  channel_arguments(remote_));
@@ -166,6 +169,11 @@ public:
             return worker::FATAL_EXIT_CODE;
         }
         stub_ = pb::Node::NewStub(channel_);
+        // Read and Write move raw messages: chunks parsed and sent in place (daemon/chunk_message.h).
+        static const std::string read_name = "/" + std::string(pb::Node::service_full_name()) + "/Read";
+        static const std::string write_name = "/" + std::string(pb::Node::service_full_name()) + "/Write";
+        read_method_.emplace(read_name.c_str(), grpc::internal::RpcMethod::SERVER_STREAMING, channel_);
+        write_method_.emplace(write_name.c_str(), grpc::internal::RpcMethod::CLIENT_STREAMING, channel_);
         context_ = std::make_unique<grpc::ClientContext>();
         pb::AttachRequest request;
         request.set_l4_name(l4_name_);
@@ -445,23 +453,30 @@ private:
             call.set_buffer(remote);
             call.set_offset(t.remote_offset);
             call.set_length(t.bytes);
-            const auto reader = stub_->Read(&context, call);
-            pb::Chunk chunk;
+            const std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
+                grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(channel_.get(), *read_method_, &context,
+                                                                              call));
+            grpc::ByteBuffer message;
             std::uint64_t got = 0;
             std::optional<std::pair<ErrorCode, std::string>> refusal;
-            while (reader->Read(&chunk)) {
-                if (chunk.code() != 0) {
-                    refusal = node_code(chunk.code(), chunk.message());
+            while (reader->Read(&message)) {
+                try {
+                    const ChunkLayout chunk = scan_chunk(message, "read");
+                    if (chunk.code != 0) {
+                        refusal = node_code(chunk.code, chunk.message);
+                        break;
+                    }
+                    if (chunk.data_size > t.bytes - got) {
+                        refusal = {ErrorCode::KERNEL_FAILED,
+                                   host_ + " sent more than the " + std::to_string(t.bytes) + " bytes asked for"};
+                        break;
+                    }
+                    copy_chunk_data(message, chunk, base + got);
+                    got += chunk.data_size;
+                } catch (const RequestError& e) {
+                    refusal = {ErrorCode::KERNEL_FAILED, host_ + " sent a chunk this host cannot read: " + e.what()};
                     break;
                 }
-                const std::uint64_t n = chunk.data().size();
-                if (n > t.bytes - got) {
-                    refusal = {ErrorCode::KERNEL_FAILED,
-                               host_ + " sent more than the " + std::to_string(t.bytes) + " bytes asked for"};
-                    break;
-                }
-                std::memcpy(base + got, chunk.data().data(), n);
-                got += n;
             }
             if (refusal) {
                 context.TryCancel();
@@ -480,24 +495,17 @@ private:
             return {ErrorCode::OK, {}};
         }
         pb::BufferReply reply;
-        const auto writer = stub_->Write(&context, &reply);
-        pb::Chunk chunk; // one message for every chunk: its data keeps its capacity
+        const std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer(
+            grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(channel_.get(), *write_method_, &context,
+                                                                          &reply));
+        pb::Chunk head; // the first chunk alone names the range
+        head.set_session(session_);
+        head.set_buffer(remote);
+        head.set_offset(t.remote_offset);
+        head.set_length(t.bytes);
         for (std::uint64_t at = 0; at < t.bytes;) {
             const std::uint64_t n = std::min(MAX_CHUNK_BYTES, t.bytes - at);
-            if (at == MAX_CHUNK_BYTES) {
-                chunk.clear_session();
-                chunk.clear_buffer();
-                chunk.clear_offset();
-                chunk.clear_length();
-            }
-            if (at == 0) {
-                chunk.set_session(session_);
-                chunk.set_buffer(remote);
-                chunk.set_offset(t.remote_offset);
-                chunk.set_length(t.bytes);
-            }
-            chunk.set_data(reinterpret_cast<const char*>(base + at), n);
-            if (!writer->Write(chunk)) {
+            if (!writer->Write(chunk_message(at == 0 ? head : pb::Chunk{}, base + at, n, mapping))) {
                 break; // the node answered early (a refusal) or the stream broke: Finish says which
             }
             at += n;
@@ -636,6 +644,7 @@ private:
     const std::string host_;
     std::shared_ptr<grpc::Channel> channel_;
     std::unique_ptr<pb::Node::Stub> stub_;
+    std::optional<grpc::internal::RpcMethod> read_method_, write_method_;
     std::unique_ptr<grpc::ClientContext> context_;
     std::unique_ptr<grpc::ClientReader<pb::NodeEvent>> stream_;
     std::atomic<std::uint64_t> last_heard_ns_{0};

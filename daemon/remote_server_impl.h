@@ -6,6 +6,7 @@
 //
 // Thread safety: as RemoteServer::Impl's comments say; an internal header of the daemon.
 
+#include "daemon/chunk_message.h"
 #include "daemon/host_window.h"
 #include "daemon/remote_call.h"
 #include "daemon/remote_credentials.h"
@@ -148,12 +149,15 @@ private:
     std::optional<grpc::Status> final_status_;
 };
 
-class RemoteServer::Impl final : public pb::Node::CallbackService {
+// Read and Write are raw: their chunks are parsed and written in place (daemon/chunk_message.h).
+class RemoteServer::Impl final
+    : public pb::Node::WithRawCallbackMethod_Read<pb::Node::WithRawCallbackMethod_Write<pb::Node::CallbackService>> {
 public:
     Impl(Supervisor& supervisor, const config::ServeConfig& serve, std::string node_name,
          std::shared_ptr<spdlog::logger> log)
         : supervisor_(supervisor), serve_(serve), name_(std::move(node_name)), log_(std::move(log)) {
         route_grpc_log(log_);
+        keep_freed_memory_for_chunks();
         grpc::ServerBuilder builder;
         const std::string address = config::to_string(serve.listen);
         builder.AddListeningPort(address, server_credentials(serve.tls), &port_);
@@ -167,7 +171,8 @@ public:
         builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
         // A port another process listens on is an error here, not a share (gRPC sets SO_REUSEPORT by default).
         builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-        builder.SetMaxReceiveMessageSize(-1);
+        // The largest message an L4 sends is a chunk of a Write: its data and a head of a few dozen bytes.
+        builder.SetMaxReceiveMessageSize(static_cast<int>(MAX_CHUNK_BYTES + (1 << 20)));
         builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 4 << 20);
         builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 8 << 20);
         builder.AddChannelArgument(GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, 8 << 20);
@@ -273,8 +278,10 @@ public:
     }
 
     grpc::ServerBidiReactor<pb::TaskCall, pb::TaskReply>* Tasks(grpc::CallbackServerContext* context) override;
-    grpc::ServerWriteReactor<pb::Chunk>* Read(grpc::CallbackServerContext* context, const pb::ReadCall* call) override;
-    grpc::ServerReadReactor<pb::Chunk>* Write(grpc::CallbackServerContext* context, pb::BufferReply* reply) override;
+    grpc::ServerWriteReactor<grpc::ByteBuffer>* Read(grpc::CallbackServerContext* context,
+                                                     const grpc::ByteBuffer* call) override;
+    grpc::ServerReadReactor<grpc::ByteBuffer>* Write(grpc::CallbackServerContext* context,
+                                                     grpc::ByteBuffer* reply) override;
 
     // [range] of a buffer that `session` made, as this process maps it for a Read or a Write. Throws RequestError:
     // WORKER_DIED for a session that is not the current one, UNKNOWN_BUFFER for a buffer the session did not make,

@@ -1,5 +1,6 @@
 // The streams of a node's L4 session that carry work and bytes (daemon/remote_server_impl.h): Tasks, Read and
 // Write. Each owns itself until gRPC is done with it.
+#include "daemon/chunk_message.h"
 #include "daemon/remote_server_impl.h"
 #include "protocol/task_args.h"
 
@@ -172,14 +173,20 @@ grpc::ServerBidiReactor<pb::TaskCall, pb::TaskReply>* RemoteServer::Impl::Tasks(
 }
 
 // A Read: the range is written out in chunks of MAX_CHUNK_BYTES, one write in flight at a time
-// (HTTP/2 flow control paces them). A refusal is one chunk with its code and message. The stream owns itself
-// until OnDone.
-class ReadStream final : public grpc::ServerWriteReactor<pb::Chunk> {
+// (HTTP/2 flow control paces them), each chunk's data a slice of the mapping (chunk_message). A refusal is one chunk
+// with its code and message. The stream owns itself until OnDone.
+class ReadStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 public:
-    ReadStream(RemoteServer::Impl& owner, grpc::CallbackServerContext* context, const pb::ReadCall& call) {
+    ReadStream(RemoteServer::Impl& owner, grpc::CallbackServerContext* context, const grpc::ByteBuffer& request) {
         try {
             if (const auto error = peer_name_error(*context->auth_context(), owner.tls())) {
                 Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error));
+                return;
+            }
+            pb::ReadCall call;
+            grpc::ByteBuffer parsed = request; // Deserialize takes its buffer's bytes
+            if (!grpc::SerializationTraits<pb::ReadCall>::Deserialize(&parsed, &call).ok()) {
+                refuse(ErrorCode::BAD_REQUEST, "read: the call is not the encoding of a ReadCall");
                 return;
             }
             const ByteRange range = decode_read_call(call);
@@ -226,9 +233,12 @@ public:
 private:
     void refuse(ErrorCode code, const std::string& message) {
         refused_ = true;
-        chunk_.set_code(static_cast<std::uint32_t>(code));
-        chunk_.set_message(message);
-        StartWrite(&chunk_);
+        pb::Chunk chunk;
+        chunk.set_code(static_cast<std::uint32_t>(code));
+        chunk.set_message(message.substr(0, MAX_CHUNK_MESSAGE_BYTES));
+        bool own = false;
+        (void)grpc::SerializationTraits<pb::Chunk>::Serialize(chunk, &out_, &own);
+        StartWrite(&out_);
     }
 
     void next() {
@@ -236,24 +246,28 @@ private:
             Finish(grpc::Status::OK);
             return;
         }
+        if (!keep_) {
+            keep_ = std::make_shared<const SessionBytes>(bytes_); // the pages stay mapped while gRPC sends them
+        }
         const std::uint64_t n = std::min(MAX_CHUNK_BYTES, bytes_.length - sent_);
-        chunk_.set_data(reinterpret_cast<const char*>(bytes_.data + sent_), n);
+        out_ = chunk_message(pb::Chunk{}, bytes_.data + sent_, n, keep_);
         sent_ += n;
-        StartWrite(&chunk_);
+        StartWrite(&out_);
     }
 
     SessionBytes bytes_;
-    pb::Chunk chunk_;
+    std::shared_ptr<const void> keep_;
+    grpc::ByteBuffer out_;
     std::uint64_t sent_ = 0;
     bool refused_ = false;
 };
 
-// A Write: the first chunk names the range; each chunk's data lands after the last. The
-// reply says OK once the stream ended with every byte of the range in place, or why not. The stream owns itself
-// until OnDone.
-class WriteStream final : public grpc::ServerReadReactor<pb::Chunk> {
+// A Write: the first chunk names the range; each chunk's data lands after the last, copied once from where gRPC
+// received it (scan_chunk). The reply says OK once the stream ended with every byte of the range in place, or
+// why not. The stream owns itself until OnDone.
+class WriteStream final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 public:
-    WriteStream(RemoteServer::Impl& owner, grpc::CallbackServerContext* context, pb::BufferReply* reply)
+    WriteStream(RemoteServer::Impl& owner, grpc::CallbackServerContext* context, grpc::ByteBuffer* reply)
         : owner_(owner), reply_(reply) {
         if (const auto error = peer_name_error(*context->auth_context(), owner.tls())) {
             Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error));
@@ -285,26 +299,23 @@ public:
             return;
         }
         try {
+            const ChunkLayout chunk = scan_chunk(in_, "write");
             if (range_.length == 0) {
-                range_ = decode_write_head(in_);
-                bytes_ = owner_.session_bytes(in_.session(), range_);
+                range_ = decode_write_head(chunk);
+                bytes_ = owner_.session_bytes(chunk.session, range_);
                 if (bytes_.device) {
                     // Device memory: the bytes land in a staging buffer, which its chip copies in at the end.
                     device_ = bytes_.device;
                     bytes_ = owner_.staging(range_.length);
                 }
-            } else if (in_.data().size() > MAX_CHUNK_BYTES) {
-                throw RequestError(ErrorCode::BAD_REQUEST, "write.data: " + std::to_string(in_.data().size()) +
-                                                               " bytes in one chunk; at most " +
-                                                               std::to_string(MAX_CHUNK_BYTES));
             }
-            const std::uint64_t n = in_.data().size();
+            const std::uint64_t n = chunk.data_size;
             if (n > range_.length - received_) {
                 throw RequestError(ErrorCode::BAD_REQUEST, "write.data: " + std::to_string(received_ + n) +
                                                                " bytes for a range of " +
                                                                std::to_string(range_.length));
             }
-            std::memcpy(bytes_.data + received_, in_.data().data(), n);
+            copy_chunk_data(in_, chunk, bytes_.data + received_);
             received_ += n;
         } catch (const RequestError& e) {
             answer(e.code(), e.what());
@@ -320,27 +331,30 @@ public:
 
 private:
     void answer(ErrorCode code, const std::string& message) {
-        reply_->set_code(static_cast<std::uint32_t>(code));
-        reply_->set_message(message);
+        pb::BufferReply reply;
+        reply.set_code(static_cast<std::uint32_t>(code));
+        reply.set_message(message);
+        bool own = false;
+        (void)grpc::SerializationTraits<pb::BufferReply>::Serialize(reply, reply_, &own);
         Finish(grpc::Status::OK);
     }
 
     RemoteServer::Impl& owner_;
-    pb::BufferReply* reply_;
-    pb::Chunk in_;
+    grpc::ByteBuffer* reply_;
+    grpc::ByteBuffer in_;
     ByteRange range_{};
     SessionBytes bytes_;
     std::optional<BufferInfo> device_; // the device buffer written through bytes_, a staging buffer
     std::uint64_t received_ = 0;
 };
 
-grpc::ServerWriteReactor<pb::Chunk>* RemoteServer::Impl::Read(grpc::CallbackServerContext* context,
-                                                              const pb::ReadCall* call) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* RemoteServer::Impl::Read(grpc::CallbackServerContext* context,
+                                                                     const grpc::ByteBuffer* call) {
     return new ReadStream(*this, context, *call);
 }
 
-grpc::ServerReadReactor<pb::Chunk>* RemoteServer::Impl::Write(grpc::CallbackServerContext* context,
-                                                              pb::BufferReply* reply) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* RemoteServer::Impl::Write(grpc::CallbackServerContext* context,
+                                                                     grpc::ByteBuffer* reply) {
     return new WriteStream(*this, context, reply);
 }
 

@@ -1,13 +1,14 @@
 // libFuzzer target: the bytes of a remote node's buffers that cross the link, on arbitrary input. The node
 // decodes a Buffer call of its L4 with decode_buffer_call, a Read call with decode_read_call and the first chunk of
-// a Write with decode_write_head, then checks the range against a buffer with check_range; the L4 reads the
-// descriptor a node answered with remote_buffer_descriptor (daemon/remote_call.h), both from the input as it comes
-// and from the input's own bytes as hex.
+// a Write with scan_chunk (in place, as both ends read every chunk) and decode_write_head, then checks the range
+// against a buffer with check_range; the L4 reads the descriptor a node answered with remote_buffer_descriptor
+// (daemon/remote_call.h), both from the input as it comes and from the input's own bytes as hex.
 //
 // Invariants: decode_buffer_call either throws RequestError or returns a creation whose access is valid, or a
 // release of the call's 32 bytes; remote_buffer_descriptor either throws RequestError(INVALID_DESCRIPTOR) or
 // returns a descriptor that passes validate_descriptor and, from hex, holds exactly the bytes encoded; a decoded
-// range is never empty and never wraps, and check_range lets through only a range inside the buffer.
+// range is never empty and never wraps, and check_range lets through only a range inside the buffer; a chunk
+// scan_chunk accepts is one protobuf parses to the same fields, and copy_chunk_data gives its data exactly.
 #include "daemon/remote_call.h"
 #include "remote/canopy_remote.pb.h"
 
@@ -15,6 +16,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <string>
 #include <string_view>
 
 namespace {
@@ -79,15 +82,32 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         } catch (const canopy::daemon::RequestError&) {
         }
     }
-    canopy::remote::v1::Chunk chunk;
-    if (chunk.ParseFromArray(data, static_cast<int>(size))) {
-        try {
-            const auto range = canopy::daemon::decode_write_head(chunk);
-            if (chunk.data().size() > range.length || chunk.data().size() > canopy::daemon::MAX_CHUNK_BYTES) {
-                std::abort();
-            }
-            check_decoded(range, chunk.buffer(), nbytes);
-        } catch (const canopy::daemon::RequestError&) {
+    // A chunk as the node and the L4 read one in place: whatever scan_chunk accepts, protobuf's own parse reads
+    // the same fields and the same data.
+    try {
+        google::protobuf::io::ArrayInputStream in(data, static_cast<int>(size), 1 + static_cast<int>(size % 7));
+        const canopy::daemon::ChunkLayout layout = canopy::daemon::scan_chunk(in, "write");
+        canopy::remote::v1::Chunk chunk;
+        if (!chunk.ParseFromArray(data, static_cast<int>(size)) || layout.session != chunk.session() ||
+            layout.buffer != chunk.buffer() || layout.offset != chunk.offset() || layout.length != chunk.length() ||
+            layout.code != chunk.code() || layout.message != chunk.message() ||
+            layout.data_size != chunk.data().size() || layout.data_size > canopy::daemon::MAX_CHUNK_BYTES) {
+            std::abort();
+        }
+        google::protobuf::io::ArrayInputStream again(data, static_cast<int>(size), 1 + static_cast<int>(size % 5));
+        std::string copied(layout.data_size, '\0');
+        canopy::daemon::copy_chunk_data(again, layout, reinterpret_cast<std::byte*>(copied.data()));
+        if (copied != chunk.data()) {
+            std::abort();
+        }
+        const auto range = canopy::daemon::decode_write_head(layout);
+        if (layout.data_size > range.length) {
+            std::abort();
+        }
+        check_decoded(range, layout.buffer, nbytes);
+    } catch (const canopy::daemon::RequestError& e) {
+        if (e.code() != canopy::ErrorCode::BAD_REQUEST) {
+            std::abort();
         }
     }
     return 0;

@@ -1,10 +1,15 @@
 // The decoders of what crosses a remote link (daemon/remote_call.h), on bytes a peer could send: each refusal
 // with its exact error, and what they accept read back exactly.
+#include "daemon/chunk_message.h"
 #include "daemon/remote_call.h"
 #include "remote/canopy_remote.pb.h"
 
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <grpcpp/support/slice.h>
+#include <memory>
 
 using namespace canopy;
 using daemon::RequestError;
@@ -129,22 +134,152 @@ TEST_CASE("a Read call and the head of a Write name a range, or are refused nami
     CHECK(refusal([&] { (void)daemon::decode_read_call(read); }, ErrorCode::BAD_REQUEST) ==
           "read.buffer: 31 bytes for a 32-byte identity");
 
-    pb::Chunk head;
-    head.set_buffer(bytes);
-    head.set_length(8);
-    head.set_data(std::string(8, 'x'));
+    daemon::ChunkLayout head;
+    head.buffer = bytes;
+    head.length = 8;
+    head.data_size = 8;
     CHECK(daemon::decode_write_head(head).length == 8);
-    head.set_data(std::string(9, 'x'));
+    head.data_size = 9;
     CHECK(refusal([&] { (void)daemon::decode_write_head(head); }, ErrorCode::BAD_REQUEST) ==
           "write.data: 9 bytes for a range of 8");
-    head.set_length(daemon::MAX_CHUNK_BYTES * 2);
-    head.set_data(std::string(daemon::MAX_CHUNK_BYTES + 1, 'x'));
-    CHECK(refusal([&] { (void)daemon::decode_write_head(head); }, ErrorCode::BAD_REQUEST) ==
-          "write.data: " + std::to_string(daemon::MAX_CHUNK_BYTES + 1) + " bytes in one chunk; at most " +
-              std::to_string(daemon::MAX_CHUNK_BYTES));
-    head.set_length(0);
-    head.clear_data();
+    head.length = 0;
+    head.data_size = 0;
     CHECK(refusal([&] { (void)daemon::decode_write_head(head); }, ErrorCode::BAD_REQUEST) == "write.length: 0 bytes");
+}
+
+namespace {
+
+// scan_chunk over `bytes` handed out `block` bytes at a time, as gRPC hands out the slices of a message.
+daemon::ChunkLayout scan(const std::string& bytes, int block = 7) {
+    google::protobuf::io::ArrayInputStream in(bytes.data(), static_cast<int>(bytes.size()), block);
+    return daemon::scan_chunk(in, "write");
+}
+
+std::string data_of(const std::string& bytes, const daemon::ChunkLayout& layout, int block = 5) {
+    google::protobuf::io::ArrayInputStream in(bytes.data(), static_cast<int>(bytes.size()), block);
+    std::string out(layout.data_size, '\0');
+    daemon::copy_chunk_data(in, layout, reinterpret_cast<std::byte*>(out.data()));
+    return out;
+}
+
+// One field's tag and the varint after it, as protobuf writes them.
+std::string varint_field(int field, int wire_type, std::uint64_t value) {
+    std::string out;
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.WriteTag(static_cast<std::uint32_t>(field << 3 | wire_type));
+    coded.WriteVarint64(value);
+    coded.Trim();
+    return out;
+}
+
+} // namespace
+
+TEST_CASE("a chunk is scanned where it lies: every field as protobuf reads it, its data copied across slices",
+          "[remote]") {
+    pb::Chunk chunk;
+    chunk.set_session(9);
+    chunk.set_buffer(std::string(32, 'b'));
+    chunk.set_offset(4096);
+    chunk.set_length(1 << 20);
+    chunk.set_code(3);
+    chunk.set_message("refused: \u00e9t\u00e9");
+    std::string data(1000, '\0');
+    for (std::size_t i = 0; i < data.size(); ++i) {
+        data[i] = static_cast<char>(i * 31 + 7);
+    }
+    chunk.set_data(data);
+    const std::string bytes = chunk.SerializeAsString();
+    for (const int block : {1, 3, 64, 4096}) {
+        const daemon::ChunkLayout layout = scan(bytes, block);
+        CHECK(layout.session == 9);
+        CHECK(layout.buffer == chunk.buffer());
+        CHECK(layout.offset == 4096);
+        CHECK(layout.length == 1 << 20);
+        CHECK(layout.code == 3);
+        CHECK(layout.message == chunk.message());
+        CHECK(layout.data_size == 1000);
+        CHECK(data_of(bytes, layout, block) == data);
+    }
+
+    // Fields in any order, unknown fields skipped, no data at all.
+    pb::Chunk bare;
+    bare.set_offset(5);
+    const std::string unknown = varint_field(15, 0, 77) + bare.SerializeAsString() + varint_field(1, 0, 4);
+    const daemon::ChunkLayout layout = scan(unknown);
+    CHECK(layout.offset == 5);
+    CHECK(layout.session == 4);
+    CHECK(layout.data_size == 0);
+    CHECK(scan("").data_size == 0);
+}
+
+TEST_CASE("a chunk that is not a Chunk's encoding, or over a limit, is refused naming what is wrong", "[remote]") {
+    pb::Chunk chunk;
+    chunk.set_data(std::string(8, 'x'));
+    const std::string whole = chunk.SerializeAsString();
+    CHECK(refusal([&] { (void)scan(whole.substr(0, whole.size() - 1)); }, ErrorCode::BAD_REQUEST) ==
+          "write chunk: data is cut short: 8 bytes announced");
+    CHECK(refusal([&] { (void)scan(whole + whole); }, ErrorCode::BAD_REQUEST) ==
+          "write chunk: data: a second data field");
+    CHECK(refusal([&] { (void)scan(varint_field(5, 0, 1)); }, ErrorCode::BAD_REQUEST) ==
+          "write chunk: field 5 has wire type 0, not 2");
+    CHECK(refusal([&] { (void)scan(varint_field(1, 2, 1)); }, ErrorCode::BAD_REQUEST) ==
+          "write chunk: field 1 has wire type 2, not 0");
+    CHECK(refusal([&] { (void)scan(varint_field(3, 0, 1).substr(0, 1)); }, ErrorCode::BAD_REQUEST) ==
+          "write chunk: field 3 is cut short");
+    CHECK(refusal([&] { (void)scan(std::string(1, '\0')); }, ErrorCode::BAD_REQUEST) ==
+          "write chunk: a field tag that is not valid");
+    CHECK(refusal([&] { (void)scan(varint_field(5, 2, daemon::MAX_CHUNK_BYTES + 1)); }, ErrorCode::BAD_REQUEST) ==
+          "write chunk: data: " + std::to_string(daemon::MAX_CHUNK_BYTES + 1) + " bytes; at most " +
+              std::to_string(daemon::MAX_CHUNK_BYTES));
+    pb::Chunk wide;
+    wide.set_buffer(std::string(65, 'b'));
+    CHECK(refusal([&] { (void)scan(wide.SerializeAsString()); }, ErrorCode::BAD_REQUEST) ==
+          "write chunk: buffer: 65 bytes; at most 64");
+    pb::Chunk chatty;
+    chatty.set_message(std::string(daemon::MAX_CHUNK_MESSAGE_BYTES + 1, 'm'));
+    CHECK(refusal([&] { (void)scan(chatty.SerializeAsString()); }, ErrorCode::BAD_REQUEST) ==
+          "write chunk: message: " + std::to_string(daemon::MAX_CHUNK_MESSAGE_BYTES + 1) + " bytes; at most " +
+              std::to_string(daemon::MAX_CHUNK_MESSAGE_BYTES));
+    // A message field of bytes that are not UTF-8: protobuf's own parse refuses it as well.
+    const std::string latin1 = varint_field(7, 2, 2).substr(0, 1) + std::string("\x02\xe9t", 3);
+    CHECK_FALSE(pb::Chunk().ParseFromString(latin1));
+    CHECK(refusal([&] { (void)scan(latin1); }, ErrorCode::BAD_REQUEST) == "write chunk: message is not UTF-8");
+}
+
+TEST_CASE("a chunk sent without copying its data is a Chunk's encoding, and holds its bytes until sent",
+          "[remote]") {
+    pb::Chunk head;
+    head.set_session(2);
+    head.set_buffer(std::string(32, 'i'));
+    head.set_length(64);
+    head.set_data("ignored: the data comes from the slice");
+    auto bytes = std::make_shared<std::string>(64, 'd');
+    std::weak_ptr<std::string> alive = bytes;
+    {
+        grpc::ByteBuffer message = daemon::chunk_message(
+            head, reinterpret_cast<const std::byte*>(bytes->data()), bytes->size(), bytes);
+        bytes.reset();
+        CHECK_FALSE(alive.expired()); // the message holds them
+        std::vector<grpc::Slice> slices;
+        REQUIRE(message.Dump(&slices).ok());
+        std::string wire;
+        for (const grpc::Slice& s : slices) {
+            wire.append(reinterpret_cast<const char*>(s.begin()), s.size());
+        }
+        pb::Chunk back;
+        REQUIRE(back.ParseFromString(wire));
+        CHECK(back.session() == 2);
+        CHECK(back.buffer() == head.buffer());
+        CHECK(back.length() == 64);
+        CHECK(back.data() == std::string(64, 'd'));
+        const daemon::ChunkLayout layout = daemon::scan_chunk(message, "read");
+        CHECK(layout.data_size == 64);
+        std::string copied(64, '\0');
+        daemon::copy_chunk_data(message, layout, reinterpret_cast<std::byte*>(copied.data()));
+        CHECK(copied == std::string(64, 'd'));
+    }
+    CHECK(alive.expired()); // and lets go when gRPC is done with the message
 }
 
 TEST_CASE("the descriptor a node answers is read back exactly, or refused INVALID_DESCRIPTOR naming the node",
