@@ -121,17 +121,24 @@ ChunkLayout scan_chunk(google::protobuf::io::ZeroCopyInputStream& message, const
     const auto fail = [&](const std::string& what) {
         throw RequestError(ErrorCode::BAD_REQUEST, std::string(stream) + " chunk: " + what);
     };
-    const auto varint = [&](int field) {
+    // A varint of at most `max_bytes` bytes. CodedInputStream reads longer ones than protobuf's own parser
+    // takes (a tag or a length of up to 10 bytes, truncated); those are refused here, so that whatever this
+    // accepts, protobuf reads the same.
+    const auto varint = [&](int max_bytes, std::uint64_t& v) {
+        const int at = in.CurrentPosition();
+        return in.ReadVarint64(&v) && in.CurrentPosition() - at <= max_bytes;
+    };
+    const auto value = [&](int field) {
         std::uint64_t v = 0;
-        if (!in.ReadVarint64(&v)) {
+        if (!varint(10, v)) {
             fail("field " + std::to_string(field) + " is cut short");
         }
         return v;
     };
     // A length-delimited field's length, checked against `limit` before anything is read.
     const auto length = [&](int field, std::uint64_t limit, const char* name) {
-        std::uint32_t n = 0;
-        if (!in.ReadVarint32(&n)) {
+        std::uint64_t n = 0;
+        if (!varint(5, n)) {
             fail("field " + std::to_string(field) + " is cut short");
         }
         if (n > limit) {
@@ -148,16 +155,18 @@ ChunkLayout scan_chunk(google::protobuf::io::ZeroCopyInputStream& message, const
     ChunkLayout out;
     bool data_seen = false;
     for (;;) {
-        const std::uint32_t tag = in.ReadTag();
-        if (tag == 0) {
-            // The end of the bytes, or a tag of field 0 (never valid): protobuf tells them apart this way.
-            if (!in.ConsumedEntireMessage()) {
-                fail("a field tag that is not valid");
-            }
-            return out;
+        const void* rest = nullptr;
+        int rest_size = 0;
+        if (!in.GetDirectBufferPointer(&rest, &rest_size)) {
+            return out; // the end of the message
         }
-        const int field = WireFormatLite::GetTagFieldNumber(tag);
-        const auto type = WireFormatLite::GetTagWireType(tag);
+        std::uint64_t tag = 0;
+        if (!varint(5, tag) || tag > UINT32_MAX ||
+            WireFormatLite::GetTagFieldNumber(static_cast<std::uint32_t>(tag)) == 0) {
+            fail("a field tag that is not valid");
+        }
+        const int field = WireFormatLite::GetTagFieldNumber(static_cast<std::uint32_t>(tag));
+        const auto type = WireFormatLite::GetTagWireType(static_cast<std::uint32_t>(tag));
         const auto expect = [&](WireFormatLite::WireType want) {
             if (type != want) {
                 fail("field " + std::to_string(field) + " has wire type " + std::to_string(type) + ", not " +
@@ -167,7 +176,7 @@ ChunkLayout scan_chunk(google::protobuf::io::ZeroCopyInputStream& message, const
         switch (field) {
         case 1:
             expect(WireFormatLite::WIRETYPE_VARINT);
-            out.session = varint(field);
+            out.session = value(field);
             break;
         case 2:
             expect(WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
@@ -175,11 +184,11 @@ ChunkLayout scan_chunk(google::protobuf::io::ZeroCopyInputStream& message, const
             break;
         case 3:
             expect(WireFormatLite::WIRETYPE_VARINT);
-            out.offset = varint(field);
+            out.offset = value(field);
             break;
         case 4:
             expect(WireFormatLite::WIRETYPE_VARINT);
-            out.length = varint(field);
+            out.length = value(field);
             break;
         case 5: {
             expect(WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
@@ -197,7 +206,7 @@ ChunkLayout scan_chunk(google::protobuf::io::ZeroCopyInputStream& message, const
         }
         case 6:
             expect(WireFormatLite::WIRETYPE_VARINT);
-            out.code = static_cast<std::uint32_t>(varint(field));
+            out.code = static_cast<std::uint32_t>(value(field));
             break;
         case 7:
             expect(WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
@@ -207,10 +216,31 @@ ChunkLayout scan_chunk(google::protobuf::io::ZeroCopyInputStream& message, const
                 fail("message is not UTF-8"); // a string field: protobuf's own parse refuses it too
             }
             break;
-        default:
-            if (!WireFormatLite::SkipField(&in, tag)) {
-                fail("field " + std::to_string(field) + " is cut short or malformed");
+        default: {
+            // A field of a later Chunk: skipped. Groups, which proto3 has none of, are refused.
+            bool skipped = false;
+            std::uint64_t ignored = 0;
+            switch (type) {
+            case WireFormatLite::WIRETYPE_VARINT:
+                skipped = varint(10, ignored);
+                break;
+            case WireFormatLite::WIRETYPE_FIXED64:
+                skipped = in.Skip(8);
+                break;
+            case WireFormatLite::WIRETYPE_LENGTH_DELIMITED:
+                skipped = in.Skip(length(field, INT32_MAX, "an unknown field"));
+                break;
+            case WireFormatLite::WIRETYPE_FIXED32:
+                skipped = in.Skip(4);
+                break;
+            default:
+                fail("field " + std::to_string(field) + " has wire type " + std::to_string(type) +
+                     ", which a Chunk does not take");
             }
+            if (!skipped) {
+                fail("field " + std::to_string(field) + " is cut short");
+            }
+        }
         }
     }
 }

@@ -83,9 +83,11 @@ struct ChunkLayout {
 };
 
 // Reads the protobuf encoding of one Chunk from `message` (`stream` names it in errors: "read", "write"). Throws
-// RequestError(BAD_REQUEST) naming what is wrong: a field cut short, a wire type that is not the field's, a buffer
-// of more than 64 bytes, a message of more than MAX_CHUNK_MESSAGE_BYTES or not UTF-8, data of more than
-// MAX_CHUNK_BYTES, or a second data field. Fields it does not know are skipped, as protobuf does.
+// RequestError(BAD_REQUEST) naming what is wrong: a field cut short, a tag that is not valid (field 0, or encoded
+// in more bytes than protobuf's parser takes), a wire type that is not the field's, a group, a buffer of more
+// than 64 bytes, a message of more than MAX_CHUNK_MESSAGE_BYTES or not UTF-8, data of more than MAX_CHUNK_BYTES,
+// or a second data field. Other fields are skipped, as protobuf does. Whatever it accepts, protobuf's own parse
+// reads to the same fields and data (tests/fuzz/fuzz_remote_buffer.cpp checks it).
 ChunkLayout scan_chunk(google::protobuf::io::ZeroCopyInputStream& message, const char* stream);
 // Copies the data that `layout` (scan_chunk's answer) found to `to`, reading a second pass over the same bytes
 // from `message`. Throws RequestError(BAD_REQUEST) when the bytes end first.

@@ -229,6 +229,16 @@ TEST_CASE("a chunk that is not a Chunk's encoding, or over a limit, is refused n
           "write chunk: field 3 is cut short");
     CHECK(refusal([&] { (void)scan(std::string(1, '\0')); }, ErrorCode::BAD_REQUEST) ==
           "write chunk: a field tag that is not valid");
+    // Field 1's tag in six bytes: CodedInputStream alone would read it, protobuf's parser does not.
+    const std::string overlong("\x88\x80\x80\x80\x80\x00\x01", 7);
+    CHECK_FALSE(pb::Chunk().ParseFromString(overlong));
+    CHECK(refusal([&] { (void)scan(overlong); }, ErrorCode::BAD_REQUEST) == "write chunk: a field tag that is not valid");
+    // A length in six bytes, likewise.
+    const std::string long_length("\x12\x81\x80\x80\x80\x80\x00x", 8);
+    CHECK_FALSE(pb::Chunk().ParseFromString(long_length));
+    CHECK(refusal([&] { (void)scan(long_length); }, ErrorCode::BAD_REQUEST) == "write chunk: field 2 is cut short");
+    CHECK(refusal([&] { (void)scan(varint_field(9, 3, 0)); }, ErrorCode::BAD_REQUEST) ==
+          "write chunk: field 9 has wire type 3, which a Chunk does not take");
     CHECK(refusal([&] { (void)scan(varint_field(5, 2, daemon::MAX_CHUNK_BYTES + 1)); }, ErrorCode::BAD_REQUEST) ==
           "write chunk: data: " + std::to_string(daemon::MAX_CHUNK_BYTES + 1) + " bytes; at most " +
               std::to_string(daemon::MAX_CHUNK_BYTES));
