@@ -7,12 +7,18 @@
 #include <grpcpp/support/proto_buffer_reader.h>
 #include <grpcpp/support/slice.h>
 #include <malloc.h>
+#include <stdexcept>
+#include <string>
 
 namespace canopy::daemon {
 
 grpc::ByteBuffer chunk_message(const canopy::remote::v1::Chunk& head, const std::byte* data, std::size_t n,
                                std::shared_ptr<const void> keep) {
     using google::protobuf::internal::WireFormatLite;
+    if (n > MAX_CHUNK_BYTES) {
+        throw std::length_error("chunk_message: " + std::to_string(n) + " bytes; a chunk carries at most " +
+                                std::to_string(MAX_CHUNK_BYTES));
+    }
     std::string bytes;
     if (head.data().empty()) {
         head.SerializeToString(&bytes);

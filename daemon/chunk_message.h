@@ -20,7 +20,8 @@ class Chunk;
 namespace canopy::daemon {
 
 // The message of one chunk: `head`'s fields (its data, if any, is left out) and then `n` bytes at `data` as its
-// data field, which gRPC reads from `data` until it is done with the message; `keep` is held until then.
+// data field, which gRPC reads from `data` until it is done with the message; `keep` is held until then. Throws
+// std::length_error for more than MAX_CHUNK_BYTES.
 grpc::ByteBuffer chunk_message(const canopy::remote::v1::Chunk& head, const std::byte* data, std::size_t n,
                                std::shared_ptr<const void> keep);
 
