@@ -63,8 +63,8 @@ ModuleService::ModuleService(BufferRegistry& buffers, std::string owner, Host ho
     : buffers_(buffers), owner_(std::move(owner)), host_(std::move(host)) {}
 
 bool ModuleService::takes_modules(const ChildSpec& spec) {
-    if (spec.kind == ChildKind::CUDA_CHIP) {
-        return true;
+    if (spec.kind == ChildKind::CUDA_CHIP || spec.kind == ChildKind::REMOTE) {
+        return true; // a remote node answers with the cuda chips it has, which may be none
     }
     return spec.kind == ChildKind::NODE &&
            std::any_of(spec.node->children.begin(), spec.node->children.end(),
@@ -118,7 +118,7 @@ void ModuleService::load_async(const std::string& name, std::vector<std::byte> i
     load->remaining = targets.size();
     const std::string kernel = std::string(MODULE_LOAD_FRAME) + name;
     for (ChildSlot* slot : targets) {
-        const bool node = slot->spec.kind == ChildKind::NODE;
+        const bool node = slot->spec.kind == ChildKind::NODE || slot->spec.kind == ChildKind::REMOTE;
         auto answer = [this, load, node, path = slot->path](TaskResult r) {
             bool last = false;
             {
@@ -169,7 +169,13 @@ void ModuleService::finish(const std::shared_ptr<Load>& load) {
         std::lock_guard lock(mu_);
         Record& record = records_.at(load->name);
         replaced = std::exchange(record.replaced, std::nullopt);
-        if (load->failures.empty()) {
+        if (load->failures.empty() && load->chips.empty()) {
+            // Every target answered, and none had a cuda chip to load it into (remote nodes without one).
+            image = record.image;
+            records_.erase(load->name);
+            result.code = ErrorCode::NO_CONSUMER;
+            result.message = "module " + load->name + ": no live cuda chip under " + owner_ + " can load a module";
+        } else if (load->failures.empty()) {
             std::sort(load->chips.begin(), load->chips.end());
             record.loading = false;
             record.usable = true;

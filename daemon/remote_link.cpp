@@ -35,6 +35,10 @@ namespace canopy::daemon {
 namespace pb = canopy::remote::v1;
 namespace {
 
+// How long a node may take to load a module into all its chips: each chip's driver JIT-compiles PTX, which for
+// a large module takes seconds.
+constexpr std::chrono::minutes MODULE_TIMEOUT{5};
+
 std::string grpc_code_name(grpc::StatusCode code) {
     switch (code) {
     case grpc::StatusCode::CANCELLED:
@@ -210,15 +214,6 @@ protected:
         mapped_.erase(std::string(reinterpret_cast<const char*>(&id), sizeof id));
     }
 
-    std::optional<worker::TaskOutcome> refuse(std::string_view kernel) override {
-        if (is_module_kernel(kernel) || kernel.starts_with("@module")) {
-            return worker::TaskOutcome{ErrorCode::UNKNOWN_KERNEL, "remote node " + path_ +
-                                                                      " does not take user modules through its L4 (" +
-                                                                      std::string(kernel) + ")"};
-        }
-        return std::nullopt;
-    }
-
     void create_vmm(const worker::VmmCreate& /*request*/) override {
         throw kernels::KernelError(ErrorCode::BAD_REQUEST,
                                    "device buffers of remote node " + path_ + " are created on its host");
@@ -228,6 +223,10 @@ protected:
     // Buffer call to the node for this session. A creation's frame completes with the descriptor the node made,
     // in hex (remote_buffer_hex), which the supervisor validates before it registers the buffer.
     bool run_control(std::string_view kernel) override {
+        if (kernel.starts_with(MODULE_LOAD_FRAME) || kernel.starts_with(MODULE_UNLOAD_FRAME)) {
+            forward_module(kernel);
+            return true;
+        }
         const bool create = kernel == REMOTE_BUFFER_CREATE;
         if (!create && kernel != REMOTE_BUFFER_RELEASE) {
             return false;
@@ -285,6 +284,67 @@ protected:
         const worker::FrameDone done = defer();
         done(ErrorCode::OK, message, 0, 0);
         return true;
+    }
+
+    // @module_load:NAME (one uint8[n] tensor over the image, in a POSIX shm buffer of this host) and
+    // @module_unload:NAME: a Module call to the node, whose answer finishes the frame. A load's message is the
+    // chips that loaded it, named from this level ("/hb/chip0"), space-separated, as a nested supervisor answers;
+    // a node without a live cuda chip loads nothing and answers none.
+    void forward_module(std::string_view kernel) {
+        const bool unload = kernel.starts_with(MODULE_UNLOAD_FRAME);
+        struct Call {
+            grpc::ClientContext context;
+            pb::ModuleCall request;
+            pb::ModuleReply reply;
+        };
+        auto call = std::make_shared<Call>();
+        call->request.set_session(session_);
+        call->request.set_name(std::string(kernel.substr(kernel.find(':') + 1)));
+        call->request.set_unload(unload);
+        if (!unload) {
+            if (args_.tensors.size() != 1 || !args_.scalars.empty() ||
+                args_.tensors[0].tensor.dtype != DataType::UINT8 || args_.tensors[0].tensor.ndims != 1 ||
+                args_.tensors[0].tensor.strides[0] != 1 ||
+                Backend{args_.tensors[0].tensor.buffer.backend} != Backend::POSIX_SHM) {
+                throw WireError(ErrorCode::BAD_REQUEST, "args",
+                                std::string(kernel) + " expects one uint8[n] tensor over a POSIX shm image");
+            }
+            const Tensor& view = args_.tensors[0].tensor;
+            const HostWindow image = map_shm_window(view.buffer, view.byte_offset, view.shapes[0], false);
+            call->request.set_image(reinterpret_cast<const char*>(image.data), view.shapes[0]);
+        }
+        call->context.set_deadline(std::chrono::system_clock::now() + MODULE_TIMEOUT);
+        const worker::FrameDone done = defer();
+        stub_->async()->Module(&call->context, &call->request, &call->reply,
+                               [call, done, unload, host = host_, path = path_](const grpc::Status& status) {
+                                   done(module_outcome(status, call->reply, unload, host, path));
+                               });
+    }
+
+    static worker::TaskOutcome module_outcome(const grpc::Status& status, const pb::ModuleReply& reply, bool unload,
+                                              const std::string& host, const std::string& path) {
+        if (!status.ok()) {
+            return {ErrorCode::WORKER_DIED, host + " did not answer the module call: " + describe(status)};
+        }
+        if (reply.code() > ERROR_CODE_MAX) {
+            return {ErrorCode::KERNEL_FAILED, host + " answered with unknown error code " + std::to_string(reply.code())};
+        }
+        const auto code = static_cast<ErrorCode>(reply.code());
+        if (unload || code == ErrorCode::NO_CONSUMER) {
+            return {ErrorCode::OK, {}}; // an unload, or a host without a live cuda chip: nothing loaded there
+        }
+        if (code != ErrorCode::OK) {
+            return {code, host + ": " + reply.message()};
+        }
+        std::string chips;
+        for (const std::string& chip : reply.chips()) {
+            if (chip.empty() || chip.front() != '/' || chip.find(' ') != std::string::npos || chip.size() > 255) {
+                return {ErrorCode::KERNEL_FAILED, host + " named a chip \"" + chip.substr(0, 64) +
+                                                      "\" that is not a path"};
+            }
+            chips += (chips.empty() ? "" : " ") + path + chip;
+        }
+        return {ErrorCode::OK, chips};
     }
 
     void bind() override {} // the node's own workers map what the task names, on its host

@@ -171,8 +171,9 @@ public:
         builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
         // A port another process listens on is an error here, not a share (gRPC sets SO_REUSEPORT by default).
         builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-        // The largest message an L4 sends is a chunk of a Write: its data and a head of a few dozen bytes.
-        builder.SetMaxReceiveMessageSize(static_cast<int>(MAX_CHUNK_BYTES + (1 << 20)));
+        // The largest message an L4 sends is a module's image, or a chunk of a Write, and a head of a few bytes.
+        builder.SetMaxReceiveMessageSize(static_cast<int>(std::max<std::size_t>(MAX_MODULE_IMAGE_BYTES, MAX_CHUNK_BYTES) +
+                                                          (1 << 20)));
         builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 4 << 20);
         builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 8 << 20);
         builder.AddChannelArgument(GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, 8 << 20);
@@ -357,6 +358,57 @@ public:
     // Creates (POSIX_SHM, or in a chip's device memory) or releases a buffer for the current session. The creation runs
     // without mu_ held (reserving a large buffer's pages takes a while, and heartbeats go out under mu_); a buffer
     // whose session ended meanwhile is released at once.
+    // A module of the L4's, loaded into this node's cuda chips as a module load on its own socket would be (the
+    // name and image checked by ModuleService), or unloaded. The answer comes once every chip answered.
+    grpc::ServerUnaryReactor* Module(grpc::CallbackServerContext* context, const pb::ModuleCall* call,
+                                     pb::ModuleReply* reply) override {
+        grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+        if (const auto error = peer_name_error(*context->auth_context(), serve_.tls)) {
+            reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error));
+            return reactor;
+        }
+        const auto answer = [reactor, reply](ErrorCode code, const std::string& message) {
+            reply->set_code(static_cast<std::uint32_t>(code));
+            reply->set_message(message);
+            reactor->Finish(grpc::Status::OK);
+        };
+        const std::uint64_t session = call->session();
+        if (const std::string refusal = session_refusal(session); !refusal.empty()) {
+            answer(ErrorCode::WORKER_DIED, refusal);
+            return reactor;
+        }
+        const std::string name = call->name();
+        if (call->unload()) {
+            const bool had = supervisor_.unload_module(name);
+            if (had) {
+                log_->info("L4 session {}: unloaded module {}", session, name);
+            }
+            answer(ErrorCode::OK, {});
+            return reactor;
+        }
+        const auto* p = reinterpret_cast<const std::byte*>(call->image().data());
+        try {
+            supervisor_.load_module_async(
+                name, std::vector<std::byte>(p, p + call->image().size()),
+                [answer, reply, session, name, log = log_](ModuleLoadResult r) {
+                    if (r.code == ErrorCode::OK) {
+                        for (const std::string& chip : r.module.chips) {
+                            reply->add_chips(chip);
+                        }
+                        log->info("L4 session {}: loaded module {} ({} bytes) on {} chips", session, name,
+                                  r.module.bytes, r.module.chips.size());
+                    } else {
+                        log->info("L4 session {}: module {} not loaded: {}", session, name, r.message);
+                    }
+                    answer(r.code, r.message);
+                });
+        } catch (const RequestError& e) {
+            log_->info("L4 session {}: module {} not loaded: {}", session, name, e.what());
+            answer(e.code(), e.what());
+        }
+        return reactor;
+    }
+
     grpc::ServerUnaryReactor* Buffer(grpc::CallbackServerContext* context, const pb::BufferCall* call,
                                      pb::BufferReply* reply) override {
         grpc::ServerUnaryReactor* reactor = context->DefaultReactor();

@@ -33,8 +33,12 @@ ModuleService::Host Supervisor::module_host() {
         std::vector<ChildSlot*> targets;
         for (const auto& slot : slots_) {
             std::lock_guard lock(slot->mu);
-            if (ModuleService::takes_modules(slot->spec) && slot->state != WorkerState::DEAD &&
-                slot->state != WorkerState::STOPPED) {
+            // A remote node counts only while its host is attached: a lost host may stay away for long, and
+            // gets every module again when it comes back.
+            const bool reachable = slot->spec.kind == ChildKind::REMOTE
+                                       ? slot->state == WorkerState::RUNNING
+                                       : slot->state != WorkerState::DEAD && slot->state != WorkerState::STOPPED;
+            if (ModuleService::takes_modules(slot->spec) && reachable) {
                 targets.push_back(slot.get());
             }
         }

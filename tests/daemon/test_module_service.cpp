@@ -120,6 +120,50 @@ TEST_CASE("a module load stages its image read-only, reaches every target and co
     CHECK(replays[0].blob == t.sent[0].frame.blob);
 }
 
+TEST_CASE("remote nodes answer with the chips that loaded a module, and a load no chip took is NO_CONSUMER",
+          "[daemon][module]") {
+    Tree t;
+    daemon::ChildSlot hb, hc;
+    hb.path = "/hb";
+    hb.spec = {"hb", ChildKind::REMOTE, 0, {}, {}};
+    hc.path = "/hc";
+    hc.spec = {"hc", ChildKind::REMOTE, 0, {}, {}};
+    CHECK(ModuleService::takes_modules(hb.spec));
+    std::vector<daemon::ChildSlot*> targets = {&hb, &hc};
+    ModuleService::Host host = t.host();
+    host.targets = [&] { return targets; };
+    ModuleService modules(t.buffers, "/", host);
+    const auto load = [&](const std::string& name) {
+        auto promise = std::make_shared<std::promise<ModuleLoadResult>>();
+        auto future = promise->get_future();
+        modules.load_async(name, bytes(PTX), [promise](ModuleLoadResult r) { promise->set_value(std::move(r)); });
+        return future;
+    };
+
+    auto loaded = load("kern");
+    REQUIRE(t.sent.size() == 2);
+    t.answer(0, ErrorCode::OK, "/hb/chip0 /hb/chip1");
+    t.answer(1, ErrorCode::OK, ""); // hc has no cuda chip
+    const ModuleLoadResult r = loaded.get();
+    REQUIRE(r.code == ErrorCode::OK);
+    CHECK(r.module.chips == std::vector<std::string>{"/hb/chip0", "/hb/chip1"});
+
+    auto none = load("other");
+    REQUIRE(t.sent.size() == 4);
+    const BufferDescriptor image = image_of(t.sent[2].frame);
+    t.answer(2, ErrorCode::OK, "");
+    t.answer(3, ErrorCode::OK, "");
+    const ModuleLoadResult empty = none.get();
+    CHECK(empty.code == ErrorCode::NO_CONSUMER);
+    CHECK(empty.message == "module other: no live cuda chip under / can load a module");
+    REQUIRE(t.sent.size() == 6); // unloaded everywhere, its image released, nothing recorded
+    CHECK(t.sent[4].frame.kernel == std::string(MODULE_UNLOAD_FRAME) + "other");
+    CHECK(t.sent[5].frame.kernel == std::string(MODULE_UNLOAD_FRAME) + "other");
+    CHECK_FALSE(t.is_buffer(image.identity));
+    REQUIRE(modules.list().size() == 1);
+    CHECK(modules.list()[0].name == "kern");
+}
+
 TEST_CASE("a load one target refuses fails KERNEL_FAILED naming it, is unloaded everywhere and leaves no buffer",
           "[daemon][module]") {
     Tree t;

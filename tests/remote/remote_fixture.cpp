@@ -128,4 +128,15 @@ bool has_log_line(const Daemon& d, const std::vector<std::string>& parts) {
     return count_log_lines(d, parts) > 0;
 }
 
+bool eventually_logged(const Daemon& d, const std::vector<std::string>& parts) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!has_log_line(d, parts)) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            return false;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return true;
+}
+
 } // namespace canopy::e2e

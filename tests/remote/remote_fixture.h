@@ -48,6 +48,8 @@ bool eventually_started(const Daemon& d, std::uint64_t id,
 
 // Whether one line of the daemon's log holds every one of `parts`.
 bool has_log_line(const Daemon& d, const std::vector<std::string>& parts);
+// Polls until one line of the daemon's log holds every one of `parts`; false after 10 s.
+bool eventually_logged(const Daemon& d, const std::vector<std::string>& parts);
 // How many lines of the daemon's log hold every one of `parts`.
 std::size_t count_log_lines(const Daemon& d, const std::vector<std::string>& parts);
 

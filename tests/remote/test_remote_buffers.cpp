@@ -24,18 +24,6 @@ std::vector<float> floats_of(const std::filesystem::path& file) {
     return out;
 }
 
-// Polls until one line of the daemon's log holds every one of `parts`; false after 10 s.
-bool eventually_logged(const Daemon& d, const std::vector<std::string>& parts) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!has_log_line(d, parts)) {
-        if (std::chrono::steady_clock::now() > deadline) {
-            return false;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return true;
-}
-
 } // namespace
 
 TEST_CASE("a buffer created on a remote node's host is used by tasks there and refused everywhere else", "[remote]") {
