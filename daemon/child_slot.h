@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <sys/types.h>
 #include <thread>
@@ -27,6 +28,23 @@
 namespace canopy::daemon {
 
 enum class WorkerState { STARTING, RUNNING, RESTARTING, DEAD, STOPPED };
+
+struct WorkerStatus {
+    std::string path;
+    std::string kind;    // "chip", "sub", "node"
+    std::string backend; // "sim", "cuda" for chips
+    std::uint32_t device = 0;
+    pid_t pid = -1;
+    WorkerState state = WorkerState::STARTING;
+    std::uint32_t restarts = 0;
+    std::uint64_t tasks_done = 0;
+    std::uint64_t tasks_failed = 0;
+    // Tasks this supervisor holds for the worker: accepted and not yet in its mailbox, and in the mailbox.
+    std::uint64_t queued = 0;
+    std::uint64_t in_flight = 0;
+    double uptime_s = 0;
+    std::string last_exit;
+};
 const char* to_string(WorkerState state) noexcept;
 
 struct PendingTask {
@@ -55,8 +73,10 @@ struct Incarnation {
     std::thread completion_thread;
     std::thread control_thread;
     std::chrono::steady_clock::time_point spawned_at;
-    std::string status_reply; // nested supervisors: the last STATUS_REPLY's JSON, guarded by the slot's mu
-    std::chrono::steady_clock::time_point status_at; // when it arrived
+    // Nested supervisors: the workers of the last STATUS_REPLY, parsed once on arrival (a remote node's are looked
+    // up for every task sent to it), and when it arrived; guarded by the slot's mu.
+    std::optional<std::vector<WorkerStatus>> reported;
+    std::chrono::steady_clock::time_point status_at;
 };
 
 struct ChildSlot {

@@ -48,23 +48,6 @@
 
 namespace canopy::daemon {
 
-struct WorkerStatus {
-    std::string path;
-    std::string kind;    // "chip", "sub", "node"
-    std::string backend; // "sim", "cuda" for chips
-    std::uint32_t device = 0;
-    pid_t pid = -1;
-    WorkerState state = WorkerState::STARTING;
-    std::uint32_t restarts = 0;
-    std::uint64_t tasks_done = 0;
-    std::uint64_t tasks_failed = 0;
-    // Tasks this supervisor holds for the worker: accepted and not yet in its mailbox, and in the mailbox.
-    std::uint64_t queued = 0;
-    std::uint64_t in_flight = 0;
-    double uptime_s = 0;
-    std::string last_exit;
-};
-
 struct BufferRequest {
     std::uint64_t nbytes = 0;
     Backend backend = Backend::POSIX_SHM;

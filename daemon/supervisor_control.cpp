@@ -31,9 +31,11 @@ void Supervisor::control_loop(ChildSlot& slot, Incarnation& inc) {
         }
         std::memcpy(&m, buffer.data(), sizeof m);
         if (static_cast<ipc::ChildMessageType>(m.type) == ipc::ChildMessageType::STATUS_REPLY) {
+            std::vector<WorkerStatus> workers =
+                workers_from_json(std::string(reinterpret_cast<const char*>(buffer.data()) + sizeof m, n - sizeof m));
             {
                 std::lock_guard lock(slot.mu);
-                inc.status_reply.assign(reinterpret_cast<const char*>(buffer.data()) + sizeof m, n - sizeof m);
+                inc.reported = std::move(workers);
                 inc.status_at = clock_->now();
             }
             changed();

@@ -99,20 +99,16 @@ Supervisor::Route Supervisor::resolve_remote(ChildSlot& slot, const std::string&
         throw RequestError(ErrorCode::UNKNOWN_WORKER,
                            "'" + worker + "' is a remote node, not a worker; name one of its chips or subs");
     }
-    std::string tree;
-    {
-        std::lock_guard lock(slot.mu);
-        if (slot.state != WorkerState::RUNNING || !slot.live || slot.live->status_reply.empty()) {
-            throw RequestError(ErrorCode::WORKER_DIED,
-                               "remote node " + slot.path + " is " + to_string(slot.state) +
-                                   (slot.last_exit.empty() ? std::string() : " (" + slot.last_exit + ")") +
-                                   "; its link reconnects with back-off");
-        }
-        tree = slot.live->status_reply;
-    }
     const std::string path = slot.path + "/" + std::string(tail);
+    std::lock_guard lock(slot.mu);
+    if (slot.state != WorkerState::RUNNING || !slot.live || !slot.live->reported) {
+        throw RequestError(ErrorCode::WORKER_DIED,
+                           "remote node " + slot.path + " is " + to_string(slot.state) +
+                               (slot.last_exit.empty() ? std::string() : " (" + slot.last_exit + ")") +
+                               "; its link reconnects with back-off");
+    }
     std::string known;
-    for (const WorkerStatus& w : workers_from_json(tree)) {
+    for (const WorkerStatus& w : *slot.live->reported) {
         if (w.path == path) {
             const ChildKind kind = w.kind == "sub"       ? ChildKind::SUB
                                    : w.backend == "cuda" ? ChildKind::CUDA_CHIP

@@ -75,7 +75,7 @@ std::vector<WorkerStatus> Supervisor::status() const {
         if (slot->spec.kind != ChildKind::NODE && slot->spec.kind != ChildKind::REMOTE) {
             continue;
         }
-        const bool reported = slot->state == WorkerState::RUNNING && slot->live && !slot->live->status_reply.empty();
+        const bool reported = slot->state == WorkerState::RUNNING && slot->live && slot->live->reported;
         if (!reported) {
             if (slot->spec.kind == ChildKind::NODE) {
                 append_spec_workers(*slot, out);
@@ -83,7 +83,7 @@ std::vector<WorkerStatus> Supervisor::status() const {
             continue; // a remote node's workers are known from its host's report alone
         }
         const double age = std::chrono::duration<double>(now - slot->live->status_at).count();
-        for (auto& nested : workers_from_json(slot->live->status_reply)) {
+        for (WorkerStatus nested : *slot->live->reported) {
             if (nested.state == WorkerState::RUNNING) {
                 nested.uptime_s += age;
             }
