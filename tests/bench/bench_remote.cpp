@@ -6,6 +6,8 @@
 //                remote task pays for gRPC once its stream is open, with no daemon behind it
 //   local_noop   the same no-op task on the L4's own sub (its control socket, the C++ client)
 //   remote_noop  sleep_ms 0 on hb/sub0 through the L4 (the C++ client on the L4's socket)
+//   local_batch, remote_batch  one graph of CALLS_PER_ROUND independent no-ops on sub0 or hb/sub0, run to its
+//                end (run_wait): the wall time per task when many are in flight at once
 // and prints the medians and the ratios the remote-node targets are stated in. Then, for bytes across hosts:
 //   tcp_stream   256 MiB sent over one TCP connection from rack to hb, into memory there
 //   copy_push    copy of a 256 MiB posix_shm buffer of rack into one of hb, on hb/sub0 (a Write stream)
@@ -206,6 +208,7 @@ struct Stages {
 
 struct Samples {
     std::vector<double> tcp, grpc, grpc_stream, local, remote;
+    std::vector<double> local_batch, remote_batch; // nanoseconds per task of one graph of independent no-ops
     Stages local_stages, remote_stages;
 };
 
@@ -300,6 +303,28 @@ void noop_calls(client::Connection& c, const std::string& on, int calls, std::ve
     }
 }
 
+// One graph of `calls` independent no-op tasks on `on`, run to its end: the wall time per task, which many tasks
+// in flight at once share.
+double batch_per_task(client::Connection& c, const std::string& on, int calls) {
+    client::Graph graph;
+    for (int i = 0; i < calls; ++i) {
+        graph.add(client::Task::from_json({{"name", "noop" + std::to_string(i)},
+                                           {"kernel", "sleep_ms"},
+                                           {"on", on},
+                                           {"args", {{{"scalar", {{"int64", 0}}}}}}}));
+    }
+    const auto start = Clock::now();
+    const std::vector<client::TaskState> states = c.run_wait(graph);
+    const double ns = since_ns(start);
+    for (const client::TaskState& state : states) {
+        if (state.status != client::TaskStatus::COMPLETED) {
+            std::fprintf(stderr, "bench_remote: a no-op task of the graph on %s did not complete\n", on.c_str());
+            std::exit(1);
+        }
+    }
+    return ns / calls;
+}
+
 // One task through the client, timed; exits when it does not complete.
 double timed_task(client::Connection& c, const nlohmann::json& task) {
     const client::Task t = client::Task::from_json(task);
@@ -374,6 +399,8 @@ int main(int argc, char** argv) {
         s.grpc_stream.insert(s.grpc_stream.end(), got.begin() + 2 * calls, got.end());
         noop_calls(connection, "sub0", calls, s.local, &s.local_stages);
         noop_calls(connection, "hb/sub0", calls, s.remote, &s.remote_stages);
+        s.local_batch.push_back(batch_per_task(connection, "sub0", calls));
+        s.remote_batch.push_back(batch_per_task(connection, "hb/sub0", calls));
     }
     // Bytes across hosts.
     const int copy_rounds = argc > 3 ? std::atoi(argv[3]) : 5;
@@ -424,6 +451,8 @@ int main(int argc, char** argv) {
                 tcp, grpc, grpc_stream, local, remote);
     std::printf("remote_noop / grpc_ping %.2f (target <= 3)\n", remote / grpc);
     std::printf("remote_noop / (tcp_rtt + local_noop) %.2f (target <= 2)\n", remote / (tcp + local));
+    std::printf("graph of %d no-ops, per task: local_batch_us %.1f, remote_batch_us %.1f\n", calls,
+                median_us(s.local_batch), median_us(s.remote_batch));
     for (const auto& [name, st] : {std::pair<const char*, const Stages&>{"local_noop", s.local_stages},
                                    std::pair<const char*, const Stages&>{"remote_noop", s.remote_stages}}) {
         std::printf("%s stages, medians in us: sent->recorded %.1f, recorded->worker start %.1f, worker %.1f, "
