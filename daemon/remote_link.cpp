@@ -63,9 +63,10 @@ std::string describe(const grpc::Status& status) {
            (status.error_message().empty() ? std::string() : ": " + status.error_message());
 }
 
-// The session's Tasks stream, as the link uses it: send() queues a call (one write in flight at a time), each reply
-// read goes to `on_reply`, and the stream's end, whatever ended it, to `on_end` once (on a gRPC thread).
-class TaskChannel final : public grpc::ClientBidiReactor<pb::TaskCall, pb::TaskReply> {
+// The session's Tasks stream, as the link uses it: send() queues a call, one message is written at a time and
+// holds every call queued behind the write before it (MAX_BATCH_CALLS, MAX_BATCH_BYTES), each reply read goes to
+// `on_reply`, and the stream's end, whatever ended it, to `on_end` once (on a gRPC thread).
+class TaskChannel final : public grpc::ClientBidiReactor<pb::TaskCalls, pb::TaskReplies> {
 public:
     TaskChannel(pb::Node::Stub& stub, std::function<void(const pb::TaskReply&)> on_reply,
                 std::function<void(const grpc::Status&)> on_end)
@@ -84,20 +85,17 @@ public:
 
     void send(pb::TaskCall call) {
         std::lock_guard lock(mu_);
-        out_.push_back(std::move(call));
+        queued_.push_back(std::move(call));
         if (!writing_) {
-            writing_ = true;
-            StartWrite(&out_.front());
+            write_next_locked();
         }
     }
 
     void OnWriteDone(bool ok) override {
         std::lock_guard lock(mu_);
         writing_ = false;
-        out_.pop_front();
-        if (ok && !out_.empty()) {
-            writing_ = true;
-            StartWrite(&out_.front());
+        if (ok && !queued_.empty()) {
+            write_next_locked();
         }
         // A failed write means the stream is broken: OnDone says why.
     }
@@ -106,7 +104,9 @@ public:
         if (!ok) {
             return; // the stream ended: OnDone says why
         }
-        on_reply_(in_);
+        for (const pb::TaskReply& reply : in_.replies()) {
+            on_reply_(reply);
+        }
         StartRead(&in_);
     }
 
@@ -118,13 +118,28 @@ public:
     }
 
 private:
+    // Moves the oldest queued calls into the next message and writes it.
+    void write_next_locked() {
+        out_.clear_calls();
+        std::size_t bytes = 0;
+        while (!queued_.empty() && out_.calls_size() < static_cast<int>(MAX_BATCH_CALLS) &&
+               (out_.calls_size() == 0 || bytes < MAX_BATCH_BYTES)) {
+            bytes += queued_.front().ByteSizeLong();
+            *out_.add_calls() = std::move(queued_.front());
+            queued_.pop_front();
+        }
+        writing_ = true;
+        StartWrite(&out_);
+    }
+
     grpc::ClientContext context_;
     std::function<void(const pb::TaskReply&)> on_reply_;
     std::function<void(const grpc::Status&)> on_end_;
-    pb::TaskReply in_;
+    pb::TaskReplies in_;
     std::mutex mu_;
     std::condition_variable done_cv_;
-    std::deque<pb::TaskCall> out_; // the front is being written while writing_
+    std::deque<pb::TaskCall> queued_; // not yet in a message
+    pb::TaskCalls out_;               // being written while writing_
     bool writing_ = false;
     bool done_ = false;
 };
@@ -327,7 +342,8 @@ protected:
             return {ErrorCode::WORKER_DIED, host + " did not answer the module call: " + describe(status)};
         }
         if (reply.code() > ERROR_CODE_MAX) {
-            return {ErrorCode::KERNEL_FAILED, host + " answered with unknown error code " + std::to_string(reply.code())};
+            return {ErrorCode::KERNEL_FAILED,
+                    host + " answered with unknown error code " + std::to_string(reply.code())};
         }
         const auto code = static_cast<ErrorCode>(reply.code());
         if (unload || code == ErrorCode::NO_CONSUMER) {
@@ -339,8 +355,8 @@ protected:
         std::string chips;
         for (const std::string& chip : reply.chips()) {
             if (chip.empty() || chip.front() != '/' || chip.find(' ') != std::string::npos || chip.size() > 255) {
-                return {ErrorCode::KERNEL_FAILED, host + " named a chip \"" + chip.substr(0, 64) +
-                                                      "\" that is not a path"};
+                return {ErrorCode::KERNEL_FAILED,
+                        host + " named a chip \"" + chip.substr(0, 64) + "\" that is not a path"};
             }
             chips += (chips.empty() ? "" : " ") + path + chip;
         }

@@ -172,8 +172,8 @@ public:
         // A port another process listens on is an error here, not a share (gRPC sets SO_REUSEPORT by default).
         builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
         // The largest message an L4 sends is a module's image, or a chunk of a Write, and a head of a few bytes.
-        builder.SetMaxReceiveMessageSize(static_cast<int>(std::max<std::size_t>(MAX_MODULE_IMAGE_BYTES, MAX_CHUNK_BYTES) +
-                                                          (1 << 20)));
+        builder.SetMaxReceiveMessageSize(
+            static_cast<int>(std::max<std::size_t>(MAX_MODULE_IMAGE_BYTES, MAX_CHUNK_BYTES) + (1 << 20)));
         builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 4 << 20);
         builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 8 << 20);
         builder.AddChannelArgument(GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, 8 << 20);
@@ -278,7 +278,7 @@ public:
         return raw;
     }
 
-    grpc::ServerBidiReactor<pb::TaskCall, pb::TaskReply>* Tasks(grpc::CallbackServerContext* context) override;
+    grpc::ServerBidiReactor<pb::TaskCalls, pb::TaskReplies>* Tasks(grpc::CallbackServerContext* context) override;
     grpc::ServerWriteReactor<grpc::ByteBuffer>* Read(grpc::CallbackServerContext* context,
                                                      const grpc::ByteBuffer* call) override;
     grpc::ServerReadReactor<grpc::ByteBuffer>* Write(grpc::CallbackServerContext* context,
@@ -388,20 +388,20 @@ public:
         }
         const auto* p = reinterpret_cast<const std::byte*>(call->image().data());
         try {
-            supervisor_.load_module_async(
-                name, std::vector<std::byte>(p, p + call->image().size()),
-                [answer, reply, session, name, log = log_](ModuleLoadResult r) {
-                    if (r.code == ErrorCode::OK) {
-                        for (const std::string& chip : r.module.chips) {
-                            reply->add_chips(chip);
-                        }
-                        log->info("L4 session {}: loaded module {} ({} bytes) on {} chips", session, name,
-                                  r.module.bytes, r.module.chips.size());
-                    } else {
-                        log->info("L4 session {}: module {} not loaded: {}", session, name, r.message);
-                    }
-                    answer(r.code, r.message);
-                });
+            supervisor_.load_module_async(name, std::vector<std::byte>(p, p + call->image().size()),
+                                          [answer, reply, session, name, log = log_](ModuleLoadResult r) {
+                                              if (r.code == ErrorCode::OK) {
+                                                  for (const std::string& chip : r.module.chips) {
+                                                      reply->add_chips(chip);
+                                                  }
+                                                  log->info("L4 session {}: loaded module {} ({} bytes) on {} chips",
+                                                            session, name, r.module.bytes, r.module.chips.size());
+                                              } else {
+                                                  log->info("L4 session {}: module {} not loaded: {}", session, name,
+                                                            r.message);
+                                              }
+                                              answer(r.code, r.message);
+                                          });
         } catch (const RequestError& e) {
             log_->info("L4 session {}: module {} not loaded: {}", session, name, e.what());
             answer(e.code(), e.what());

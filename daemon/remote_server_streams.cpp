@@ -8,11 +8,12 @@
 
 namespace canopy::daemon {
 
-// One session's task stream: each TaskCall read is decoded (decode_task_call) and submitted to the node's
-// Supervisor; each result is written back as a TaskReply with the call's id, in the order the tasks finish. The
-// stream owns itself until OnDone. Its state is guarded by Shared::mu, which the results' callbacks also take, and
-// which OnDone clears, so a result that comes after the stream is gone is dropped.
-class TaskStream final : public grpc::ServerBidiReactor<pb::TaskCall, pb::TaskReply> {
+// One session's task stream: each TaskCall read (a TaskCalls message holds one or more) is decoded
+// (decode_task_call) and submitted to the node's Supervisor; each result is written back as a TaskReply with the
+// call's id, in the order the tasks finish, one TaskReplies message at a time holding every reply that queued
+// behind the write before it. The stream owns itself until OnDone. Its state is guarded by Shared::mu, which the
+// results' callbacks also take, and which OnDone clears, so a result that comes after the stream is gone is dropped.
+class TaskStream final : public grpc::ServerBidiReactor<pb::TaskCalls, pb::TaskReplies> {
 public:
     static TaskStream* open(RemoteServer::Impl& owner, grpc::CallbackServerContext* context) {
         auto stream = std::unique_ptr<TaskStream>(new TaskStream(owner));
@@ -28,7 +29,7 @@ public:
     }
 
     void OnReadDone(bool ok) override {
-        pb::TaskCall call;
+        pb::TaskCalls calls;
         {
             std::lock_guard lock(shared_->mu);
             if (!ok) {
@@ -36,37 +37,31 @@ public:
                 finish_if_done_locked();
                 return;
             }
-            if (const std::string refusal = owner_.session_refusal(in_.session()); !refusal.empty()) {
-                finish_locked(grpc::Status(grpc::StatusCode::ABORTED, refusal));
-                return;
+            std::optional<std::uint64_t> checked; // the session of the calls before, in this message
+            for (const pb::TaskCall& call : in_.calls()) {
+                if (call.session() == checked) {
+                    continue;
+                }
+                if (const std::string refusal = owner_.session_refusal(call.session()); !refusal.empty()) {
+                    finish_locked(grpc::Status(grpc::StatusCode::ABORTED, refusal));
+                    return;
+                }
+                checked = call.session();
+                session_ = call.session();
             }
-            call.Swap(&in_);
-            session_ = call.session();
-            ++pending_;
+            calls.Swap(&in_);
+            pending_ += static_cast<std::size_t>(calls.calls_size());
             StartRead(&in_);
         }
         // Unlocked: the Supervisor may answer a refused task on this thread, through answer().
-        const std::uint64_t call_id = call.call_id();
-        TaskRequest request;
-        try {
-            request = decode_task_call(call);
-        } catch (const WireError& e) {
-            answer(shared_, call_id, e.code(), std::string("task.args: ") + e.what(), 0, 0);
-            return;
-        } catch (const RequestError& e) {
-            answer(shared_, call_id, e.code(), e.what(), 0, 0);
-            return;
+        for (pb::TaskCall& call : *calls.mutable_calls()) {
+            submit(call);
         }
-        request.group = call.session();
-        owner_.supervisor().submit(std::move(request), [shared = shared_, call_id](TaskResult r) {
-            answer(shared, call_id, r.code, r.message, r.start_ns, r.end_ns);
-        });
     }
 
     void OnWriteDone(bool ok) override {
         std::lock_guard lock(shared_->mu);
         writing_ = false;
-        out_.pop_front();
         if (!ok && !finished_) {
             final_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the L4 stopped reading its task stream");
         }
@@ -74,9 +69,8 @@ public:
             finish_locked(*final_);
             return;
         }
-        if (!out_.empty()) {
-            writing_ = true;
-            StartWrite(&out_.front());
+        if (!queued_.empty()) {
+            write_next_locked();
         }
         finish_if_done_locked();
     }
@@ -110,6 +104,24 @@ private:
         shared_->stream = this;
     }
 
+    void submit(const pb::TaskCall& call) {
+        const std::uint64_t call_id = call.call_id();
+        TaskRequest request;
+        try {
+            request = decode_task_call(call);
+        } catch (const WireError& e) {
+            answer(shared_, call_id, e.code(), std::string("task.args: ") + e.what(), 0, 0);
+            return;
+        } catch (const RequestError& e) {
+            answer(shared_, call_id, e.code(), e.what(), 0, 0);
+            return;
+        }
+        request.group = call.session();
+        owner_.supervisor().submit(std::move(request), [shared = shared_, call_id](TaskResult r) {
+            answer(shared, call_id, r.code, r.message, r.start_ns, r.end_ns);
+        });
+    }
+
     static void answer(const std::shared_ptr<Shared>& shared, std::uint64_t call_id, ErrorCode code,
                        const std::string& message, std::uint64_t start_ns, std::uint64_t end_ns) {
         std::lock_guard lock(shared->mu);
@@ -121,21 +133,34 @@ private:
         if (stream->finished_ || stream->final_) {
             return;
         }
-        pb::TaskReply& reply = stream->out_.emplace_back();
+        pb::TaskReply& reply = stream->queued_.emplace_back();
         reply.set_call_id(call_id);
         reply.set_code(static_cast<std::uint32_t>(code));
         reply.set_message(message);
         reply.set_start_ns(start_ns);
         reply.set_end_ns(end_ns);
         if (!stream->writing_) {
-            stream->writing_ = true;
-            stream->StartWrite(&stream->out_.front());
+            stream->write_next_locked();
         }
+    }
+
+    // Moves the oldest queued replies into the next message and writes it.
+    void write_next_locked() {
+        out_.clear_replies();
+        std::size_t bytes = 0;
+        while (!queued_.empty() && out_.replies_size() < static_cast<int>(MAX_BATCH_CALLS) &&
+               (out_.replies_size() == 0 || bytes < MAX_BATCH_BYTES)) {
+            bytes += queued_.front().ByteSizeLong();
+            *out_.add_replies() = std::move(queued_.front());
+            queued_.pop_front();
+        }
+        writing_ = true;
+        StartWrite(&out_);
     }
 
     // The L4 closed its side and every task it sent was answered and written: the stream ends well.
     void finish_if_done_locked() {
-        if (reads_done_ && pending_ == 0 && out_.empty() && !writing_) {
+        if (reads_done_ && pending_ == 0 && queued_.empty() && !writing_) {
             finish_locked(grpc::Status::OK);
         }
     }
@@ -158,8 +183,9 @@ private:
     RemoteServer::Impl& owner_;
     std::shared_ptr<Shared> shared_;
     std::unique_ptr<TaskStream> self_;
-    pb::TaskCall in_;
-    std::deque<pb::TaskReply> out_; // the front is being written while writing_
+    pb::TaskCalls in_;
+    std::deque<pb::TaskReply> queued_; // not yet in a message
+    pb::TaskReplies out_;              // being written while writing_
     bool writing_ = false;
     bool reads_done_ = false;
     bool finished_ = false;
@@ -168,7 +194,8 @@ private:
     std::uint64_t session_ = 0; // of the calls read
 };
 
-grpc::ServerBidiReactor<pb::TaskCall, pb::TaskReply>* RemoteServer::Impl::Tasks(grpc::CallbackServerContext* context) {
+grpc::ServerBidiReactor<pb::TaskCalls, pb::TaskReplies>*
+RemoteServer::Impl::Tasks(grpc::CallbackServerContext* context) {
     return TaskStream::open(*this, context);
 }
 

@@ -64,7 +64,7 @@ bool enter_netns(const std::string& path) {
 
 // A Tasks stream that answers each call at once with an empty reply of its call id: the cost of one message each
 // way on a gRPC stream that is already open, with nothing behind it.
-class EchoStream final : public grpc::ServerBidiReactor<pb::TaskCall, pb::TaskReply> {
+class EchoStream final : public grpc::ServerBidiReactor<pb::TaskCalls, pb::TaskReplies> {
 public:
     EchoStream() { StartRead(&in_); }
     void OnReadDone(bool ok) override {
@@ -72,7 +72,10 @@ public:
             Finish(grpc::Status::OK);
             return;
         }
-        out_.set_call_id(in_.call_id());
+        out_.clear_replies();
+        for (const pb::TaskCall& call : in_.calls()) {
+            out_.add_replies()->set_call_id(call.call_id());
+        }
         StartWrite(&out_);
     }
     void OnWriteDone(bool ok) override {
@@ -85,12 +88,12 @@ public:
     void OnDone() override { delete this; }
 
 private:
-    pb::TaskCall in_;
-    pb::TaskReply out_;
+    pb::TaskCalls in_;
+    pb::TaskReplies out_;
 };
 
 class EchoService final : public pb::Node::CallbackService {
-    grpc::ServerBidiReactor<pb::TaskCall, pb::TaskReply>* Tasks(grpc::CallbackServerContext*) override {
+    grpc::ServerBidiReactor<pb::TaskCalls, pb::TaskReplies>* Tasks(grpc::CallbackServerContext*) override {
         return new EchoStream;
     }
 };
@@ -258,11 +261,13 @@ void ping_from_rack(const std::string& hb, int calls, int out) {
     auto stream_stub = pb::Node::NewStub(stream_channel);
     grpc::ClientContext stream_context;
     const auto stream = stream_stub->Tasks(&stream_context);
+    pb::TaskCalls single;
+    *single.add_calls() = call;
     for (int i = 0; i < calls + calls / 4; ++i) {
-        call.set_call_id(static_cast<std::uint64_t>(i));
-        pb::TaskReply reply;
+        single.mutable_calls(0)->set_call_id(static_cast<std::uint64_t>(i));
+        pb::TaskReplies reply;
         const auto start = Clock::now();
-        if (!stream->Write(call) || !stream->Read(&reply)) {
+        if (!stream->Write(single) || !stream->Read(&reply)) {
             std::_Exit(6);
         }
         if (i >= calls / 4) {
@@ -447,8 +452,9 @@ int main(int argc, char** argv) {
     const double tcp = median_us(s.tcp), grpc = median_us(s.grpc), grpc_stream = median_us(s.grpc_stream),
                  local = median_us(s.local), remote = median_us(s.remote);
     std::printf("rounds %d x %d calls, medians in us\n", rounds, calls);
-    std::printf("tcp_rtt_us %.1f\ngrpc_ping_us %.1f\ngrpc_stream_rtt_us %.1f\nlocal_noop_us %.1f\nremote_noop_us %.1f\n",
-                tcp, grpc, grpc_stream, local, remote);
+    std::printf(
+        "tcp_rtt_us %.1f\ngrpc_ping_us %.1f\ngrpc_stream_rtt_us %.1f\nlocal_noop_us %.1f\nremote_noop_us %.1f\n", tcp,
+        grpc, grpc_stream, local, remote);
     std::printf("remote_noop / grpc_ping %.2f (target <= 3)\n", remote / grpc);
     std::printf("remote_noop / (tcp_rtt + local_noop) %.2f (target <= 2)\n", remote / (tcp + local));
     std::printf("graph of %d no-ops, per task: local_batch_us %.1f, remote_batch_us %.1f\n", calls,

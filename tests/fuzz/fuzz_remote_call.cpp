@@ -1,5 +1,6 @@
 // libFuzzer target: what a level-3 node receives from its L4 on its task stream, on arbitrary bytes: the protobuf
-// TaskCall message, then decode_task_call (daemon/remote_call.h), where its TaskArgs blob becomes Tensors.
+// TaskCalls message, then decode_task_call (daemon/remote_call.h) of each of its calls, where a TaskArgs blob
+// becomes Tensors.
 //
 // Invariants: decode_task_call either throws WireError or RequestError, or returns a request whose tensors each
 // pass validate_tensor, whose launch configuration is the call's 32 bytes, and whose arguments encode back to
@@ -13,18 +14,16 @@
 #include <cstdlib>
 #include <cstring>
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-    canopy::remote::v1::TaskCall call;
-    if (!call.ParseFromArray(data, static_cast<int>(size))) {
-        return 0;
-    }
+namespace {
+
+void check_call(const canopy::remote::v1::TaskCall& call) {
     canopy::daemon::TaskRequest request;
     try {
         request = canopy::daemon::decode_task_call(call);
     } catch (const canopy::WireError&) {
-        return 0;
+        return;
     } catch (const canopy::daemon::RequestError&) {
-        return 0;
+        return;
     }
     for (const auto& arg : request.args.tensors) {
         canopy::validate_tensor(arg.tensor); // throws, and so crashes the run, if a bad view got through
@@ -36,6 +35,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto again = canopy::decode_task_args(canopy::encode_task_args(request.args));
     if (canopy::encode_task_args(again) != canopy::encode_task_args(request.args)) {
         std::abort();
+    }
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    canopy::remote::v1::TaskCalls calls;
+    if (!calls.ParseFromArray(data, static_cast<int>(size))) {
+        return 0;
+    }
+    for (const auto& call : calls.calls()) {
+        check_call(call);
     }
     return 0;
 }

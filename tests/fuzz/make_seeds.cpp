@@ -1,7 +1,7 @@
 // canopy_fuzz_seeds DIR: writes the seed corpus of the fuzz targets, DIR/fuzz_decode_task_args/*.bin
 // (valid TaskArgs blobs), DIR/fuzz_parse_identity/*.txt (valid identity strings) and DIR/fuzz_remote_call/*.bin
-// (TaskCall messages carrying those blobs, as an L4 sends them to its node), DIR/fuzz_remote_buffer/*.bin
-// (descriptors a node answers and the Buffer calls of an L4). The output is
+// (TaskCalls messages carrying those blobs, one call each and all in one, as an L4 sends them to its node),
+// DIR/fuzz_remote_buffer/*.bin (descriptors a node answers and the Buffer calls of an L4). The output is
 // committed under tests/fuzz/corpus/; rerun this after a change to the wire layout.
 
 #include "protocol/mailbox.h"
@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
     }
     const auto calls = root / "fuzz_remote_call";
     std::filesystem::create_directories(calls);
+    canopy::remote::v1::TaskCalls several;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const std::vector<std::byte> blob = encode_task_args(args[i]);
         canopy::remote::v1::TaskCall call;
@@ -103,9 +104,14 @@ int main(int argc, char** argv) {
         call.set_launch(reinterpret_cast<const char*>(&launch), sizeof launch);
         call.set_timeout_ms(static_cast<std::uint32_t>(i * 100));
         call.set_task_id(i + 1);
-        const std::string bytes = call.SerializeAsString();
+        canopy::remote::v1::TaskCalls one;
+        *one.add_calls() = call;
+        const std::string bytes = one.SerializeAsString();
         write_file(calls / ("seed" + std::to_string(i) + ".bin"), bytes.data(), bytes.size());
+        *several.add_calls() = std::move(call);
     }
+    const std::string all = several.SerializeAsString(); // every call above in one message
+    write_file(calls / "several.bin", all.data(), all.size());
     const std::vector<CanonicalIdentity> ids = {seed_identity(1, 0, 1), seed_identity(2, 42, 7),
                                                 seed_identity(3, UINT64_MAX, UINT32_MAX)};
     for (std::size_t i = 0; i < ids.size(); ++i) {

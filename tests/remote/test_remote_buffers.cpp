@@ -264,23 +264,32 @@ TEST_CASE("a node takes back the queued tasks of an L4 session that ended, and r
     {
         Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure")}));
         REQUIRE(eventually_running(rack, "/hb/sub0"));
-        // hb's own client fills its sub's mailbox (64 frames) with tasks of 30 ms; the L4's 20 tasks then wait in
-        // hb's supervisor.
-        const auto graph = [](const std::string& on, int n) {
+        // hb's own client fills its sub's mailbox (64 frames) with tasks of 100 ms; the L4's 20 tasks then wait in
+        // hb's supervisor, each for a tenth of a second more than the one before.
+        const auto graph = [](const std::string& on, int n, int ms) {
             json tasks = json::array();
             for (int i = 0; i < n; ++i) {
                 tasks.push_back({{"name", "t" + std::to_string(i)},
                                  {"kernel", "sleep_ms"},
                                  {"on", on},
-                                 {"args", {{{"scalar", {{"int64", 30}}}}}}});
+                                 {"args", {{{"scalar", {{"int64", ms}}}}}}});
             }
             return json{{"tasks", tasks}}.dump();
         };
-        std::ofstream(hb.dir() / "local.json") << graph("sub0", 64);
+        std::ofstream(hb.dir() / "local.json") << graph("sub0", 64, 100);
         REQUIRE(hb.cli({"run", (hb.dir() / "local.json").string()}).rc == 0);
-        std::ofstream(rack.dir() / "remote.json") << graph("hb/sub0", 20);
+        std::ofstream(rack.dir() / "remote.json") << graph("hb/sub0", 20, 30);
         REQUIRE(rack.cli({"run", (rack.dir() / "remote.json").string()}).rc == 0);
-        std::this_thread::sleep_for(std::chrono::milliseconds(300)); // the tasks reach hb
+        // The L4's tasks reach hb, where they wait behind the local ones (no local task waits: the mailbox holds
+        // them all).
+        const auto queued = [&] {
+            return worker_at(hb.cli_json({"status"}), "/sub0").at("queued").get<std::uint64_t>();
+        };
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (queued() < 10 && std::chrono::steady_clock::now() < deadline) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        REQUIRE(queued() >= 10);
         REQUIRE(::kill(rack.pid(), SIGKILL) == 0);
         REQUIRE(rack.wait_exit(std::chrono::seconds(10)).has_value());
     }

@@ -1,9 +1,14 @@
 // Remote nodes over loopback: a level-4 canopyd whose node "hb" is a level-3 canopyd reached over gRPC, both real
 // processes. What crosses a network between hosts (namespaces, TLS, partitions) is in test_remote_netns.cpp.
+#include "daemon/remote_server.h"
+#include "protocol/task_args.h"
+#include "remote/canopy_remote.grpc.pb.h"
 #include "tests/remote/remote_fixture.h"
 
 #include <catch2/catch.hpp>
 #include <csignal>
+#include <grpcpp/grpcpp.h>
+#include <map>
 #include <thread>
 
 using namespace canopy::e2e;
@@ -210,4 +215,97 @@ TEST_CASE("the L4 refuses to restart a remote node's worker, naming the host tha
     CHECK(error_code_of(o.json()) == "BAD_REQUEST");
     CHECK_THAT(error_message_of(o.json()),
                Catch::Contains("worker hb/chip0 runs on the host of remote node /hb and is restarted there"));
+}
+
+TEST_CASE("a node refuses an L4 of another protocol and calls of a session not its own, and runs a message of "
+          "several calls",
+          "[remote]") {
+    namespace pb = canopy::remote::v1;
+    const std::uint16_t port = free_tcp_port();
+    Daemon hb(l3_config("hb", loopback(port), "insecure"));
+    const auto channel = grpc::CreateChannel(loopback(port), grpc::InsecureChannelCredentials());
+    const auto stub = pb::Node::NewStub(channel);
+
+    pb::AttachRequest attach;
+    attach.set_l4_name("test");
+    attach.set_heartbeat_ms(1000);
+    attach.set_protocol(canopy::daemon::REMOTE_PROTOCOL + 1);
+    {
+        grpc::ClientContext context;
+        const auto events = stub->Attach(&context, attach);
+        pb::NodeEvent event;
+        CHECK_FALSE(events->Read(&event));
+        const grpc::Status status = events->Finish();
+        CHECK(status.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+        CHECK(status.error_message() == "the L4 speaks remote protocol " +
+                                            std::to_string(canopy::daemon::REMOTE_PROTOCOL + 1) + ", this node " +
+                                            std::to_string(canopy::daemon::REMOTE_PROTOCOL));
+    }
+
+    attach.set_protocol(canopy::daemon::REMOTE_PROTOCOL);
+    grpc::ClientContext session_context;
+    const auto events = stub->Attach(&session_context, attach);
+    pb::NodeEvent hello;
+    REQUIRE(events->Read(&hello));
+    REQUIRE(hello.has_hello());
+    const std::uint64_t session = hello.hello().session();
+
+    // One message of three calls, the second with a blob that is not TaskArgs: each answered by its call id.
+    canopy::TaskArgs args;
+    args.scalars.push_back(canopy::ScalarArg::i64(0));
+    const std::vector<std::byte> blob = canopy::encode_task_args(args);
+    const canopy::LaunchConfig launch{};
+    pb::TaskCalls calls;
+    for (std::uint64_t id = 1; id <= 3; ++id) {
+        pb::TaskCall* call = calls.add_calls();
+        call->set_session(session);
+        call->set_call_id(id);
+        call->set_kernel("sleep_ms");
+        call->set_worker("sub0");
+        call->set_args(id == 2 ? std::string("not a blob")
+                               : std::string(reinterpret_cast<const char*>(blob.data()), blob.size()));
+        call->set_launch(reinterpret_cast<const char*>(&launch), sizeof launch);
+    }
+    {
+        grpc::ClientContext context;
+        const auto tasks = stub->Tasks(&context);
+        REQUIRE(tasks->Write(calls));
+        std::map<std::uint64_t, pb::TaskReply> replies;
+        pb::TaskReplies got;
+        while (replies.size() < 3 && tasks->Read(&got)) {
+            for (const pb::TaskReply& reply : got.replies()) {
+                replies[reply.call_id()] = reply;
+            }
+        }
+        REQUIRE(replies.size() == 3);
+        CHECK(replies[1].code() == static_cast<std::uint32_t>(canopy::ErrorCode::OK));
+        CHECK(replies[3].code() == static_cast<std::uint32_t>(canopy::ErrorCode::OK));
+        CHECK(replies[2].code() != static_cast<std::uint32_t>(canopy::ErrorCode::OK));
+        CHECK(replies[2].message().starts_with("task.args: "));
+        tasks->WritesDone();
+        CHECK(tasks->Finish().ok());
+    }
+
+    // A message whose last call names another session ends the stream ABORTED, naming that session.
+    calls.mutable_calls(2)->set_session(session + 7);
+    {
+        grpc::ClientContext context;
+        const auto tasks = stub->Tasks(&context);
+        (void)tasks->Write(calls);
+        pb::TaskReplies got;
+        while (tasks->Read(&got)) {
+        }
+        const grpc::Status status = tasks->Finish();
+        CHECK(status.error_code() == grpc::StatusCode::ABORTED);
+        CHECK_THAT(status.error_message(), Catch::StartsWith("session " + std::to_string(session + 7) +
+                                                             " is not the node's current L4 session"));
+    }
+    session_context.TryCancel();
+    pb::NodeEvent rest;
+    while (events->Read(&rest)) {
+    }
+    (void)events->Finish();
+    // hb serves on.
+    CHECK(hb.cli_json({"submit", "sleep_ms", "--on", "sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
+          "completed");
 }
