@@ -6,6 +6,7 @@
 #include "daemon/remote_credentials.h"
 #include "daemon/remote_server.h"
 #include "daemon/supervisor.h"
+#include "daemon/task_batch.h"
 #include "ipc/child_message.h"
 #include "ipc/fd_passing.h"
 #include "ipc/mailbox_child.h"
@@ -121,13 +122,7 @@ private:
     // Moves the oldest queued calls into the next message and writes it.
     void write_next_locked() {
         out_.clear_calls();
-        std::size_t bytes = 0;
-        while (!queued_.empty() && out_.calls_size() < static_cast<int>(MAX_BATCH_CALLS) &&
-               (out_.calls_size() == 0 || bytes < MAX_BATCH_BYTES)) {
-            bytes += queued_.front().ByteSizeLong();
-            *out_.add_calls() = std::move(queued_.front());
-            queued_.pop_front();
-        }
+        take_batch(queued_, *out_.mutable_calls());
         writing_ = true;
         StartWrite(&out_);
     }

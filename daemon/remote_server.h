@@ -27,12 +27,6 @@ namespace canopy::daemon {
 // The version of canopy_remote.proto's messages both ends speak; an Attach with another is refused.
 inline constexpr std::uint32_t REMOTE_PROTOCOL = 2;
 
-// The most calls in one TaskCalls message, and replies in one TaskReplies, that either side writes, and the bytes
-// past which it starts the next message (a message holds at least one). A node takes a TaskCalls of more, within
-// the message size it accepts.
-inline constexpr std::size_t MAX_BATCH_CALLS = 1024;
-inline constexpr std::size_t MAX_BATCH_BYTES = 1 << 20;
-
 class RemoteServer {
 public:
     // Listens on serve.listen (port 0: a free port, see port()). Throws std::runtime_error naming the address

@@ -2,6 +2,7 @@
 // Write. Each owns itself until gRPC is done with it.
 #include "daemon/chunk_message.h"
 #include "daemon/remote_server_impl.h"
+#include "daemon/task_batch.h"
 #include "protocol/task_args.h"
 
 #include <deque>
@@ -147,13 +148,7 @@ private:
     // Moves the oldest queued replies into the next message and writes it.
     void write_next_locked() {
         out_.clear_replies();
-        std::size_t bytes = 0;
-        while (!queued_.empty() && out_.replies_size() < static_cast<int>(MAX_BATCH_CALLS) &&
-               (out_.replies_size() == 0 || bytes < MAX_BATCH_BYTES)) {
-            bytes += queued_.front().ByteSizeLong();
-            *out_.add_replies() = std::move(queued_.front());
-            queued_.pop_front();
-        }
+        take_batch(queued_, *out_.mutable_replies());
         writing_ = true;
         StartWrite(&out_);
     }

@@ -2,10 +2,12 @@
 // with its exact error, and what they accept read back exactly.
 #include "daemon/chunk_message.h"
 #include "daemon/remote_call.h"
+#include "daemon/task_batch.h"
 #include "remote/canopy_remote.pb.h"
 
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <deque>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <grpcpp/support/slice.h>
@@ -232,7 +234,8 @@ TEST_CASE("a chunk that is not a Chunk's encoding, or over a limit, is refused n
     // Field 1's tag in six bytes: CodedInputStream alone would read it, protobuf's parser does not.
     const std::string overlong("\x88\x80\x80\x80\x80\x00\x01", 7);
     CHECK_FALSE(pb::Chunk().ParseFromString(overlong));
-    CHECK(refusal([&] { (void)scan(overlong); }, ErrorCode::BAD_REQUEST) == "write chunk: a field tag that is not valid");
+    CHECK(refusal([&] { (void)scan(overlong); }, ErrorCode::BAD_REQUEST) ==
+          "write chunk: a field tag that is not valid");
     // A length in six bytes, likewise.
     const std::string long_length("\x12\x81\x80\x80\x80\x80\x00x", 8);
     CHECK_FALSE(pb::Chunk().ParseFromString(long_length));
@@ -257,8 +260,7 @@ TEST_CASE("a chunk that is not a Chunk's encoding, or over a limit, is refused n
     CHECK(refusal([&] { (void)scan(latin1); }, ErrorCode::BAD_REQUEST) == "write chunk: message is not UTF-8");
 }
 
-TEST_CASE("a chunk sent without copying its data is a Chunk's encoding, and holds its bytes until sent",
-          "[remote]") {
+TEST_CASE("a chunk sent without copying its data is a Chunk's encoding, and holds its bytes until sent", "[remote]") {
     pb::Chunk head;
     head.set_session(2);
     head.set_buffer(std::string(32, 'i'));
@@ -267,8 +269,8 @@ TEST_CASE("a chunk sent without copying its data is a Chunk's encoding, and hold
     auto bytes = std::make_shared<std::string>(64, 'd');
     std::weak_ptr<std::string> alive = bytes;
     {
-        grpc::ByteBuffer message = daemon::chunk_message(
-            head, reinterpret_cast<const std::byte*>(bytes->data()), bytes->size(), bytes);
+        grpc::ByteBuffer message =
+            daemon::chunk_message(head, reinterpret_cast<const std::byte*>(bytes->data()), bytes->size(), bytes);
         bytes.reset();
         CHECK_FALSE(alive.expired()); // the message holds them
         std::vector<grpc::Slice> slices;
@@ -314,4 +316,48 @@ TEST_CASE("the descriptor a node answers is read back exactly, or refused INVALI
     CHECK_THAT(refusal([&] { (void)daemon::remote_buffer_descriptor(bad_hex, "remote node /hb"); },
                        ErrorCode::INVALID_DESCRIPTOR),
                Catch::StartsWith("the buffer remote node /hb created: ") && Catch::Contains("magic"));
+}
+
+TEST_CASE("a batch of the Tasks stream takes the oldest calls, at most MAX_BATCH_CALLS and up to MAX_BATCH_BYTES",
+          "[remote]") {
+    const auto calls = [](std::size_t n, std::size_t args_bytes) {
+        std::deque<pb::TaskCall> queued;
+        for (std::size_t i = 0; i < n; ++i) {
+            pb::TaskCall& call = queued.emplace_back();
+            call.set_call_id(i + 1);
+            call.set_args(std::string(args_bytes, 'a'));
+        }
+        return queued;
+    };
+    // Count: 2500 small calls make batches of 1024, 1024 and 452, in order.
+    std::deque<pb::TaskCall> small = calls(2500, 8);
+    std::uint64_t next = 1;
+    for (const std::size_t expected : {std::size_t{1024}, std::size_t{1024}, std::size_t{452}}) {
+        pb::TaskCalls batch;
+        daemon::take_batch(small, *batch.mutable_calls());
+        REQUIRE(static_cast<std::size_t>(batch.calls_size()) == expected);
+        for (const pb::TaskCall& call : batch.calls()) {
+            CHECK(call.call_id() == next++);
+        }
+    }
+    CHECK(small.empty());
+
+    // Bytes: calls of 400 KiB go three to a message (the third brings it past 1 MiB); a call of 2 MiB at the head
+    // of the queue goes alone.
+    std::deque<pb::TaskCall> large = calls(7, 400 << 10);
+    large.emplace_back().set_args(std::string(2 << 20, 'b'));
+    std::vector<int> sizes;
+    while (!large.empty()) {
+        pb::TaskCalls batch;
+        daemon::take_batch(large, *batch.mutable_calls());
+        sizes.push_back(batch.calls_size());
+    }
+    CHECK(sizes == std::vector<int>{3, 3, 2});
+    std::deque<pb::TaskCall> alone;
+    alone.emplace_back().set_args(std::string(2 << 20, 'b'));
+    alone.emplace_back().set_call_id(9);
+    pb::TaskCalls first;
+    daemon::take_batch(alone, *first.mutable_calls());
+    CHECK(first.calls_size() == 1);
+    CHECK(alone.size() == 1);
 }
