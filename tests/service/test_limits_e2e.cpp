@@ -187,11 +187,14 @@ TEST_CASE("a client that pipelines 600 buffer reads and reads none keeps canopyd
 #ifdef __SANITIZE_ADDRESS__
     // Under the sanitizers the daemon and this client move base64 about 25 times slower, and ASan's shadow
     // memory blurs RSS: fewer replies, and the bound on memory is checked by the normal build alone.
+    // The replies take them 40 s or more on an idle machine of two CPUs, so every wait is longer too.
     constexpr int N = 100;
     constexpr bool CHECK_RSS = false;
+    constexpr auto WAIT = 90s;
 #else
     constexpr int N = 600; // about 420 MiB of base64 replies
     constexpr bool CHECK_RSS = true;
+    constexpr auto WAIT = 30s;
 #endif
     RawClient greedy(d.socket());
     std::string batch;
@@ -212,14 +215,14 @@ TEST_CASE("a client that pipelines 600 buffer reads and reads none keeps canopyd
             thread.join();
         }
     } sender{greedy, std::thread([&] { greedy.send_bytes(batch); })};
-    REQUIRE(wait_for_log(d, "bytes of replies queued; reading no further request until it reads them", 20s));
+    REQUIRE(wait_for_log(d, "bytes of replies queued; reading no further request until it reads them", WAIT));
     CHECK((!CHECK_RSS || rss_bytes(d.pid()) < baseline + 200 * 1024 * 1024));
 
     // The other client's reply comes after the replies the daemon is still making for the greedy one, which
     // under the sanitizers on a loaded machine can take longer than read_reply's default of 5 s.
     RawClient other(d.socket());
     other.send_frame(json{{"op", "status"}, {"id", "other"}}.dump());
-    const auto answer = other.read_reply(30000ms);
+    const auto answer = other.read_reply(WAIT);
     REQUIRE(answer.has_value());
     CHECK(answer->at("id") == "other");
     CHECK(d.cli({"status"}).rc == 0);
