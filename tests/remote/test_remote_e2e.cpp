@@ -224,7 +224,7 @@ TEST_CASE("a node refuses an L4 of another protocol and calls of a session not i
     const std::uint16_t port = free_tcp_port();
     Daemon hb(l3_config("hb", loopback(port), "insecure"));
     const auto channel = grpc::CreateChannel(loopback(port), grpc::InsecureChannelCredentials());
-    const auto stub = pb::Node::NewStub(channel);
+    const auto node = pb::Node::NewStub(channel);
 
     pb::AttachRequest attach;
     attach.set_l4_name("test");
@@ -232,7 +232,7 @@ TEST_CASE("a node refuses an L4 of another protocol and calls of a session not i
     attach.set_protocol(canopy::daemon::REMOTE_PROTOCOL + 1);
     {
         grpc::ClientContext context;
-        const auto events = stub->Attach(&context, attach);
+        const auto events = node->Attach(&context, attach);
         pb::NodeEvent event;
         CHECK_FALSE(events->Read(&event));
         const grpc::Status status = events->Finish();
@@ -244,7 +244,7 @@ TEST_CASE("a node refuses an L4 of another protocol and calls of a session not i
 
     attach.set_protocol(canopy::daemon::REMOTE_PROTOCOL);
     grpc::ClientContext session_context;
-    const auto events = stub->Attach(&session_context, attach);
+    const auto events = node->Attach(&session_context, attach);
     pb::NodeEvent hello;
     REQUIRE(events->Read(&hello));
     REQUIRE(hello.has_hello());
@@ -268,7 +268,7 @@ TEST_CASE("a node refuses an L4 of another protocol and calls of a session not i
     }
     {
         grpc::ClientContext context;
-        const auto tasks = stub->Tasks(&context);
+        const auto tasks = node->Tasks(&context);
         REQUIRE(tasks->Write(calls));
         std::map<std::uint64_t, pb::TaskReply> replies;
         pb::TaskReplies got;
@@ -290,7 +290,7 @@ TEST_CASE("a node refuses an L4 of another protocol and calls of a session not i
     calls.mutable_calls(2)->set_session(session + 7);
     {
         grpc::ClientContext context;
-        const auto tasks = stub->Tasks(&context);
+        const auto tasks = node->Tasks(&context);
         (void)tasks->Write(calls);
         pb::TaskReplies got;
         while (tasks->Read(&got)) {
