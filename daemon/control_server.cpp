@@ -15,7 +15,6 @@ namespace canopy::daemon {
 
 namespace asio = boost::asio;
 using stream = asio::local::stream_protocol;
-using Clock = std::chrono::steady_clock;
 
 nlohmann::json error_reply(std::string_view code, const std::string& message) {
     return {{"ok", false}, {"error", {{"code", code}, {"message", message}}}};
@@ -118,7 +117,7 @@ void ControlServer::schedule_sweep() {
 }
 
 void ControlServer::sweep() {
-    const auto now = Clock::now();
+    const auto now = std::chrono::steady_clock::now();
     // A session may close itself, leaving sessions_.
     const std::vector<std::shared_ptr<Session>> open(sessions_.begin(), sessions_.end());
     for (const auto& s : open) {

@@ -12,7 +12,6 @@ namespace canopy::daemon {
 
 namespace asio = boost::asio;
 using stream = asio::local::stream_protocol;
-using Clock = std::chrono::steady_clock;
 
 std::string frame_of(const std::string& body) {
     std::string frame(4, '\0');

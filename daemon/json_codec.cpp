@@ -1,6 +1,7 @@
 #include "daemon/json_codec.h"
 
 #include "daemon/json_numbers.h"
+#include "daemon/request_error.h"
 #include "protocol/builtin_launch.h"
 #include "protocol/module_launch.h"
 
@@ -11,10 +12,6 @@ namespace {
 
 using nlohmann::json;
 
-[[noreturn]] void bad(const std::string& message) {
-    throw RequestError(ErrorCode::BAD_REQUEST, message);
-}
-
 DataType parse_dtype(const std::string& name, const std::string& where) {
     for (int v = 1; v <= 9; ++v) {
         const auto t = static_cast<DataType>(v);
@@ -22,12 +19,12 @@ DataType parse_dtype(const std::string& name, const std::string& where) {
             return t;
         }
     }
-    bad(where + ": unknown dtype '" + name + "'");
+    bad_request(where + ": unknown dtype '" + name + "'");
 }
 
 std::vector<std::uint32_t> dims(const json& value, const std::string& where) {
     if (!value.is_array() || value.empty() || value.size() > MAX_DIMS) {
-        bad(where + ": expected an array of 1.." + std::to_string(MAX_DIMS) + " integers");
+        bad_request(where + ": expected an array of 1.." + std::to_string(MAX_DIMS) + " integers");
     }
     std::vector<std::uint32_t> out;
     for (std::size_t i = 0; i < value.size(); ++i) {
@@ -47,7 +44,7 @@ TensorTag parse_tag(const std::string& tag, const std::string& where) {
     if (tag == "inout") {
         return TensorTag::INOUT;
     }
-    bad(where + ".tag: expected \"input\", \"output\" or \"inout\", got \"" + tag + "\"");
+    bad_request(where + ".tag: expected \"input\", \"output\" or \"inout\", got \"" + tag + "\"");
 }
 
 // "[2, 3]"
@@ -87,11 +84,11 @@ void gate(const Tensor& tensor, const std::string& where) {
 // Builds the Tensor field by field (no defaults hide a bad value) and runs the gate.
 Tensor parse_tensor(const json& t, const BufferResolver& resolve, const std::string& where) {
     if (!t.is_object()) {
-        bad(where + ": expected an object");
+        bad_request(where + ": expected an object");
     }
     for (const auto& [key, value] : t.items()) {
         if (key != "buffer" && key != "dtype" && key != "shape" && key != "strides" && key != "byte_offset") {
-            bad(where + ": unknown key \"" + key + "\"");
+            bad_request(where + ": unknown key \"" + key + "\"");
         }
     }
     Tensor tensor{};
@@ -103,8 +100,8 @@ Tensor parse_tensor(const json& t, const BufferResolver& resolve, const std::str
     if (t.contains("strides")) {
         const auto strides = dims(t["strides"], where + ".strides");
         if (strides.size() != shape.size()) {
-            bad(where + ".strides: " + std::to_string(strides.size()) + " strides for " + std::to_string(shape.size()) +
-                " dimensions");
+            bad_request(where + ".strides: " + std::to_string(strides.size()) + " strides for " +
+                        std::to_string(shape.size()) + " dimensions");
         }
         std::copy(strides.begin(), strides.end(), tensor.strides.begin());
     } else {
@@ -124,8 +121,8 @@ Tensor tensor_from_raw(const RawTensor& raw, const BufferResolver& resolve, cons
     std::copy(raw.shape.begin(), raw.shape.begin() + raw.ndims, tensor.shapes.begin());
     if (raw.has_strides) {
         if (raw.nstrides != raw.ndims) {
-            bad(where + ".strides: " + std::to_string(raw.nstrides) + " strides for " + std::to_string(raw.ndims) +
-                " dimensions");
+            bad_request(where + ".strides: " + std::to_string(raw.nstrides) + " strides for " +
+                        std::to_string(raw.ndims) + " dimensions");
         }
         std::copy(raw.strides.begin(), raw.strides.begin() + raw.nstrides, tensor.strides.begin());
     } else {
@@ -139,7 +136,7 @@ Tensor tensor_from_raw(const RawTensor& raw, const BufferResolver& resolve, cons
 
 ScalarArg parse_scalar(const json& s, const std::string& where) {
     if (!s.is_object() || s.size() != 1) {
-        bad(where + ": expected {\"float32\": v}, {\"float64\": v} or {\"int64\": v}");
+        bad_request(where + ": expected {\"float32\": v}, {\"float64\": v} or {\"int64\": v}");
     }
     const auto first = s.begin(); // items() would be a temporary; its iterators must not outlive it
     const std::string kind = first.key();
@@ -153,7 +150,7 @@ ScalarArg parse_scalar(const json& s, const std::string& where) {
     if (kind == "float64") {
         return ScalarArg::f64(read_float64(value, where + ".float64"));
     }
-    bad(where + ": unknown scalar kind \"" + kind + "\"");
+    bad_request(where + ": unknown scalar kind \"" + kind + "\"");
 }
 
 // {"grid": [x, y, z], "block": [x, y, z], "shared_bytes": n, "tf32": b}; y and z default to 1, shared_bytes to 0,
@@ -163,33 +160,33 @@ ScalarArg parse_scalar(const json& s, const std::string& where) {
 LaunchConfig parse_launch(const json& l, const std::string& where, bool module) {
     LaunchConfig launch{{1, 1, 1}, {1, 1, 1}, 0, 0};
     if (!l.is_object()) {
-        bad(where + ": expected an object");
+        bad_request(where + ": expected an object");
     }
     for (const auto& [key, value] : l.items()) {
         if (key != "grid" && key != "block" && key != "shared_bytes" && key != "tf32") {
-            bad(where + ": unknown key \"" + key + "\"");
+            bad_request(where + ": unknown key \"" + key + "\"");
         }
     }
     if (l.contains("tf32")) {
         if (module) {
-            bad(where + ".tf32: only built-in kernels take tf32 (a module kernel chooses its own arithmetic)");
+            bad_request(where + ".tf32: only built-in kernels take tf32 (a module kernel chooses its own arithmetic)");
         }
         if (!l["tf32"].is_boolean()) {
-            bad(where + ".tf32: expected true or false, got " +
-                l["tf32"].dump(-1, ' ', false, json::error_handler_t::replace));
+            bad_request(where + ".tf32: expected true or false, got " +
+                        l["tf32"].dump(-1, ' ', false, json::error_handler_t::replace));
         }
         set_builtin_launch_flags(launch, l["tf32"].get<bool>() ? BUILTIN_LAUNCH_TF32 : 0);
     }
     for (const char* key : {"grid", "block"}) {
         if (!l.contains(key)) {
             if (module) {
-                bad(where + ": missing \"" + key + "\" (a module kernel states its launch shape)");
+                bad_request(where + ": missing \"" + key + "\" (a module kernel states its launch shape)");
             }
             continue;
         }
         const json& v = l[key];
         if (!v.is_array() || v.empty() || v.size() > 3) {
-            bad(where + "." + key + ": expected an array of 1 to 3 integers [x, y, z]");
+            bad_request(where + "." + key + ": expected an array of 1 to 3 integers [x, y, z]");
         }
         auto* out = std::string(key) == "grid" ? launch.grid : launch.block;
         for (std::size_t i = 0; i < v.size(); ++i) {
@@ -223,10 +220,11 @@ const char* param_name(ParamKind kind) {
 
 std::vector<ParamKind> parse_params(const json& p, const std::string& where) {
     if (!p.is_array()) {
-        bad(where + ": expected an array of \"tensor\", \"float32\", \"float64\" or \"int64\"");
+        bad_request(where + ": expected an array of \"tensor\", \"float32\", \"float64\" or \"int64\"");
     }
     if (p.size() > MAX_MODULE_PARAMS) {
-        bad(where + ": " + std::to_string(p.size()) + " parameters, at most " + std::to_string(MAX_MODULE_PARAMS));
+        bad_request(where + ": " + std::to_string(p.size()) + " parameters, at most " +
+                    std::to_string(MAX_MODULE_PARAMS));
     }
     std::vector<ParamKind> out;
     for (std::size_t i = 0; i < p.size(); ++i) {
@@ -237,8 +235,8 @@ std::vector<ParamKind> parse_params(const json& p, const std::string& where) {
             }
         }
         if (out.size() == before) {
-            bad(where + "[" + std::to_string(i) +
-                "]: expected \"tensor\", \"float32\", \"float64\" or \"int64\", got " + p[i].dump());
+            bad_request(where + "[" + std::to_string(i) +
+                        "]: expected \"tensor\", \"float32\", \"float64\" or \"int64\", got " + p[i].dump());
         }
     }
     return out;
@@ -255,8 +253,8 @@ ParamKind kind_of(const ScalarArg& s) {
 void bind_params(const std::vector<ParamKind>& params, const std::vector<bool>& is_scalar, const TaskArgs& args,
                  LaunchConfig& launch, const std::string& where) {
     if (params.size() != is_scalar.size()) {
-        bad(where + ".params: " + std::to_string(params.size()) + " parameters for " +
-            std::to_string(is_scalar.size()) + " arguments; they match one to one");
+        bad_request(where + ".params: " + std::to_string(params.size()) + " parameters for " +
+                    std::to_string(is_scalar.size()) + " arguments; they match one to one");
     }
     std::size_t scalar = 0;
     launch.scalar_slots = 0;
@@ -264,14 +262,15 @@ void bind_params(const std::vector<ParamKind>& params, const std::vector<bool>& 
         const std::string at = where + ".params[" + std::to_string(i) + "]";
         if (!is_scalar[i]) {
             if (params[i] != ParamKind::TENSOR) {
-                bad(at + ": expected \"tensor\" for a tensor argument, got \"" + param_name(params[i]) + "\"");
+                bad_request(at + ": expected \"tensor\" for a tensor argument, got \"" + param_name(params[i]) + "\"");
             }
             continue;
         }
         const ParamKind given = kind_of(args.scalars[scalar++]);
         if (params[i] != given) {
-            bad(at + ": expected \"" + param_name(given) + "\" for " + (given == ParamKind::INT64 ? "an " : "a ") +
-                param_name(given) + " scalar argument, got \"" + param_name(params[i]) + "\"");
+            bad_request(at + ": expected \"" + param_name(given) + "\" for " +
+                        (given == ParamKind::INT64 ? "an " : "a ") + param_name(given) + " scalar argument, got \"" +
+                        param_name(params[i]) + "\"");
         }
         launch.scalar_slots |= 1u << i;
     }
@@ -281,7 +280,7 @@ void bind_params(const std::vector<ParamKind>& params, const std::vector<bool>& 
 
 const json& member(const json& object, const char* key, const std::string& where) {
     if (!object.is_object() || !object.contains(key)) {
-        bad(where + ": missing \"" + key + "\"");
+        bad_request(where + ": missing \"" + key + "\"");
     }
     return object[key];
 }
@@ -289,7 +288,7 @@ const json& member(const json& object, const char* key, const std::string& where
 std::string string_member(const json& object, const char* key, const std::string& where) {
     const json& v = member(object, key, where);
     if (!v.is_string()) {
-        bad(where + "." + key + ": expected a string");
+        bad_request(where + "." + key + ": expected a string");
     }
     return v.get<std::string>();
 }
@@ -304,11 +303,11 @@ std::uint64_t uint_member(const json& object, const char* key, const std::string
 
 ParsedTask parse_task(const json& task, const BufferResolver& resolve, const std::string& where) {
     if (!task.is_object()) {
-        bad(where + ": expected a task object");
+        bad_request(where + ": expected a task object");
     }
     for (const auto& [key, value] : task.items()) {
         if (key != "name" && key != "kernel" && key != "on" && key != "args" && key != "launch" && key != "params") {
-            bad(where + ": unknown key \"" + key + "\"");
+            bad_request(where + ": unknown key \"" + key + "\"");
         }
     }
     ParsedTask out;
@@ -320,17 +319,18 @@ ParsedTask parse_task(const json& task, const BufferResolver& resolve, const std
         try {
             validate_module_kernel_name(out.request.kernel);
         } catch (const WireError& e) {
-            bad(where + "." + e.field() + ": " + e.problem());
+            bad_request(where + "." + e.field() + ": " + e.problem());
         }
         if (!task.contains("params")) {
-            bad(where + ": a module kernel (NAME:function) needs \"params\", one kind per argument");
+            bad_request(where + ": a module kernel (NAME:function) needs \"params\", one kind per argument");
         }
         if (!task.contains("launch")) {
-            bad(where + ": a module kernel (NAME:function) needs \"launch\": {\"grid\": [...], \"block\": [...]}");
+            bad_request(where +
+                        ": a module kernel (NAME:function) needs \"launch\": {\"grid\": [...], \"block\": [...]}");
         }
     } else if (task.contains("params")) {
-        bad(where + ".params: only module kernels (NAME:function) declare params; '" + out.request.kernel +
-            "' is a built-in");
+        bad_request(where + ".params: only module kernels (NAME:function) declare params; '" + out.request.kernel +
+                    "' is a built-in");
     }
     if (task.contains("launch")) {
         out.request.launch = parse_launch(task["launch"], where + ".launch", module);
@@ -340,7 +340,7 @@ ParsedTask parse_task(const json& task, const BufferResolver& resolve, const std
     std::vector<bool> is_scalar;
     const json& args = task.contains("args") ? task["args"] : json::array();
     if (!args.is_array()) {
-        bad(where + ".args: expected an array");
+        bad_request(where + ".args: expected an array");
     }
     for (std::size_t i = 0; i < args.size(); ++i) {
         const std::string at = where + ".args[" + std::to_string(i) + "]";
@@ -348,19 +348,19 @@ ParsedTask parse_task(const json& task, const BufferResolver& resolve, const std
         is_scalar.push_back(a.is_object() && a.contains("scalar"));
         if (a.is_object() && a.contains("tensor")) {
             if (!module && !out.request.args.scalars.empty()) {
-                bad(at + ": tensor arguments come before scalars");
+                bad_request(at + ": tensor arguments come before scalars");
             }
             const TensorTag tag = parse_tag(string_member(a, "tag", at), at);
             out.request.args.tensors.push_back({parse_tensor(a["tensor"], resolve, at + ".tensor"), tag});
         } else if (a.is_object() && a.contains("scalar")) {
             out.request.args.scalars.push_back(parse_scalar(a["scalar"], at + ".scalar"));
         } else {
-            bad(at + ": expected {\"tensor\": ..., \"tag\": ...} or {\"scalar\": ...}");
+            bad_request(at + ": expected {\"tensor\": ..., \"tag\": ...} or {\"scalar\": ...}");
         }
     }
     if (out.request.args.tensors.size() > MAX_TENSOR_ARGS || out.request.args.scalars.size() > MAX_SCALAR_ARGS) {
-        bad(where + ".args: at most " + std::to_string(MAX_TENSOR_ARGS) + " tensors and " +
-            std::to_string(MAX_SCALAR_ARGS) + " scalars");
+        bad_request(where + ".args: at most " + std::to_string(MAX_TENSOR_ARGS) + " tensors and " +
+                    std::to_string(MAX_SCALAR_ARGS) + " scalars");
     }
     if (module) {
         bind_params(params, is_scalar, out.request.args, out.request.launch, where);
@@ -368,7 +368,7 @@ ParsedTask parse_task(const json& task, const BufferResolver& resolve, const std
             validate_module_launch(out.request.launch, out.request.args.tensors.size(),
                                    out.request.args.scalars.size());
         } catch (const WireError& e) {
-            bad(where + "." + e.field() + ": " + e.problem());
+            bad_request(where + "." + e.field() + ": " + e.problem());
         }
     }
     return out;
@@ -407,7 +407,7 @@ Access parse_access(const std::string& text) {
     if (text == "rw") {
         return Access::READWRITE;
     }
-    bad("access: expected \"r\", \"w\" or \"rw\", got \"" + text + "\"");
+    bad_request("access: expected \"r\", \"w\" or \"rw\", got \"" + text + "\"");
 }
 
 std::string access_short(Access a) {

@@ -17,25 +17,21 @@
 namespace canopy::daemon {
 namespace {
 
-[[noreturn]] void bad(const std::string& message) {
-    throw RequestError(ErrorCode::BAD_REQUEST, message);
-}
-
 void check_image(const std::string& name, std::span<const std::byte> image) {
     if (!is_valid_module_name(name)) {
-        bad("module name '" + name + "': must match [A-Za-z_][A-Za-z0-9_]{0,39}");
+        bad_request("module name '" + name + "': must match [A-Za-z_][A-Za-z0-9_]{0,39}");
     }
     if (image.empty()) {
-        bad("module " + name + ": the image is empty");
+        bad_request("module " + name + ": the image is empty");
     }
     if (image.size() > MAX_MODULE_IMAGE_BYTES) {
-        bad("module " + name + ": the image is " + std::to_string(image.size()) + " bytes, at most " +
-            std::to_string(MAX_MODULE_IMAGE_BYTES) + " (64 MiB)");
+        bad_request("module " + name + ": the image is " + std::to_string(image.size()) + " bytes, at most " +
+                    std::to_string(MAX_MODULE_IMAGE_BYTES) + " (64 MiB)");
     }
     if (!detect_module_format(image)) {
-        bad("module " + name +
-            ": the image is neither PTX (text with .version and .target directives) nor a cubin/fatbin (ELF or "
-            "fatbin magic)");
+        bad_request("module " + name +
+                    ": the image is neither PTX (text with .version and .target directives) nor a cubin/fatbin (ELF or "
+                    "fatbin magic)");
     }
 }
 
@@ -82,7 +78,7 @@ void ModuleService::load_async(const std::string& name, std::vector<std::byte> i
     {
         std::lock_guard lock(mu_);
         if (const auto it = records_.find(name); it != records_.end() && it->second.loading) {
-            bad(busy);
+            bad_request(busy);
         }
     }
     Record record;
@@ -110,7 +106,7 @@ void ModuleService::load_async(const std::string& name, std::vector<std::byte> i
     }
     if (raced) {
         release_image(record.image);
-        bad(busy);
+        bad_request(busy);
     }
     auto load = std::make_shared<Load>();
     load->name = name;
@@ -157,7 +153,7 @@ BufferDescriptor ModuleService::stage(const std::string& name, std::span<const s
         if (d.nbytes != 0) {
             (void)buffers_.release(d.identity);
         }
-        bad("module " + name + ": cannot stage the image in shared memory: " + e.what());
+        bad_request("module " + name + ": cannot stage the image in shared memory: " + e.what());
     }
 }
 

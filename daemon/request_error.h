@@ -17,4 +17,9 @@ private:
     ErrorCode code_;
 };
 
+// Refuses the request being handled as BAD_REQUEST with `message`.
+[[noreturn]] inline void bad_request(const std::string& message) {
+    throw RequestError(ErrorCode::BAD_REQUEST, message);
+}
+
 } // namespace canopy::daemon

@@ -38,7 +38,7 @@ bool read_string(dom::element e, std::string& out) {
 
 // An integer literal in min..max. Floats are left to the general path, which words why one is refused (and
 // reads an integral float beyond 64 bits differently).
-bool read_unsigned(dom::element e, std::uint64_t max, std::uint64_t& out) {
+bool read_unsigned_literal(dom::element e, std::uint64_t max, std::uint64_t& out) {
     if (e.type() == dom::element_type::INT64) {
         std::int64_t v = 0;
         if (e.get_int64().get(v) != simdjson::SUCCESS || v < 0) {
@@ -93,7 +93,7 @@ bool read_dims(dom::element e, std::array<std::uint32_t, MAX_DIMS>& out, std::ui
     std::size_t i = 0;
     for (dom::element v : list) {
         std::uint64_t d = 0;
-        if (!read_unsigned(v, UINT32_MAX, d)) {
+        if (!read_unsigned_literal(v, UINT32_MAX, d)) {
             return false;
         }
         out[i++] = static_cast<std::uint32_t>(d);
@@ -135,7 +135,7 @@ bool read_tensor(dom::element e, RawTensor& out) {
             ok = keys.first(STRIDES) && read_dims(kv.value, out.strides, out.nstrides);
             out.has_strides = true;
         } else if (kv.key == "byte_offset") {
-            ok = keys.first(OFFSET) && read_unsigned(kv.value, UINT64_MAX, out.byte_offset);
+            ok = keys.first(OFFSET) && read_unsigned_literal(kv.value, UINT64_MAX, out.byte_offset);
         }
         if (!ok) {
             return false;

@@ -6,6 +6,7 @@
 // submitted them.
 #include "daemon/host_window.h"
 #include "daemon/json_codec.h"
+#include "daemon/request_error.h"
 #include "daemon/service.h"
 #include "ipc/fd_passing.h"
 #include "ipc/sys_error.h"
@@ -16,10 +17,6 @@
 
 namespace canopy::daemon {
 namespace {
-
-[[noreturn]] void bad(const std::string& message) {
-    throw RequestError(ErrorCode::BAD_REQUEST, message);
-}
 
 // The fds of `info`'s backing, read-only when `writable` is false (REQUIRES: not a preloaded arena, and writable for
 // cuda_vmm). Throws ipc::SysError.
@@ -61,7 +58,7 @@ void Service::handle_buffer_fd(const nlohmann::json& request, const Reply& reply
     if (request.contains("access")) {
         access = string_member(request, "access", "request");
         if (access != "read" && access != "readwrite") {
-            bad("access: expected \"read\" or \"readwrite\", got \"" + access + "\"");
+            bad_request("access: expected \"read\" or \"readwrite\", got \"" + access + "\"");
         }
     }
     const bool writable = access == "readwrite";
@@ -69,7 +66,8 @@ void Service::handle_buffer_fd(const nlohmann::json& request, const Reply& reply
     switch (Backend{info.descriptor.backend}) {
     case Backend::FORK_SHM:
     case Backend::FORK_COW:
-        bad("buffer.fd: preloaded arena '" + info.name + "' has no file descriptor; tasks reach it by its name");
+        bad_request("buffer.fd: preloaded arena '" + info.name +
+                    "' has no file descriptor; tasks reach it by its name");
     case Backend::CUDA_VMM:
         if (!writable) {
             throw RequestError(ErrorCode::ACCESS_DENIED,

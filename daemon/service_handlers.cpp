@@ -1,3 +1,4 @@
+#include "daemon/request_error.h"
 #include "daemon/service.h"
 #include "worker/worker_loop.h"
 
@@ -12,10 +13,6 @@ using nlohmann::json;
 
 // Shm buffers from this size up are created off the io thread, like device buffers.
 constexpr std::uint64_t SLOW_CREATE_BYTES = 64 * 1024 * 1024;
-
-[[noreturn]] void bad(const std::string& message) {
-    throw RequestError(ErrorCode::BAD_REQUEST, message);
-}
 
 // The error reply for the exception being handled; call it only inside a catch block. A RequestError or
 // WireError keeps its code; anything else is BAD_REQUEST.
@@ -39,9 +36,9 @@ void Service::handle(const json& request, RawRun* run, const Peer& peer, Reply r
     try {
         const std::string op = string_member(request, "op", "request");
         if (request.contains("attachment") && op != "buffer.write" && op != "buffer.read") {
-            bad("attachment: op \"" + op +
-                "\" takes no attachment (only buffer.write does, and buffer.read asks "
-                "for one)");
+            bad_request("attachment: op \"" + op +
+                        "\" takes no attachment (only buffer.write does, and buffer.read asks "
+                        "for one)");
         }
         if (op == "submit" || op == "run") {
             handle_run(request, run, reply, op == "submit", peer); // a copy: `reply` still answers a throw
@@ -88,8 +85,8 @@ void Service::handle(const json& request, RawRun* run, const Peer& peer, Reply r
         } else if (op == "buffer.release") {
             const CanonicalIdentity id = live_buffer(request).descriptor.identity;
             if (const auto module = supervisor_.module_of_buffer(id)) {
-                bad("buffer " + string_member(request, "buffer", "request") + " holds the image of module " + *module +
-                    "; it is released when the module is replaced or the daemon stops");
+                bad_request("buffer " + string_member(request, "buffer", "request") + " holds the image of module " +
+                            *module + "; it is released when the module is replaced or the daemon stops");
             }
             access_.require_owner(peer, id, "buffer.release", "release");
             if (supervisor_.registry().remote_host(id)) {
@@ -148,7 +145,7 @@ void Service::handle(const json& request, RawRun* run, const Peer& peer, Reply r
             request_stop();
             return;
         } else {
-            bad("unknown op \"" + op + "\"");
+            bad_request("unknown op \"" + op + "\"");
         }
         reply(std::move(result));
     } catch (...) {
@@ -244,23 +241,23 @@ json Service::handle_buffer_create(const json& request, const Peer& peer) {
         r.backend = Backend::POSIX_SHM;
     } else if (backend == "vmm") {
         if (r.on.empty()) {
-            bad("a vmm buffer needs --on CHIP");
+            bad_request("a vmm buffer needs --on CHIP");
         }
         r.backend = device_backend(r.on);
     } else if (backend == "symmetric") {
         const json& world = member(request, "world", "request");
         if (!world.is_array() || world.empty()) {
-            bad("world: expected a non-empty array of chip paths");
+            bad_request("world: expected a non-empty array of chip paths");
         }
         for (const auto& chip : world) {
             if (!chip.is_string()) {
-                bad("world: expected chip paths");
+                bad_request("world: expected chip paths");
             }
             r.world.push_back(chip.get<std::string>());
         }
         r.backend = device_backend(r.world.front());
     } else {
-        bad("backend: expected \"shm\", \"vmm\" or \"symmetric\", got \"" + backend + "\"");
+        bad_request("backend: expected \"shm\", \"vmm\" or \"symmetric\", got \"" + backend + "\"");
     }
     const BufferDescriptor d = supervisor_.create_buffer(r);
     access_.set_owner(d.identity, peer.uid);
@@ -308,11 +305,11 @@ void Service::handle_module_load(const json& request, const Reply& reply) {
         // Optional: a client's statement of the format, checked against the bytes (which alone decide).
         const std::string stated = string_member(request, "format", "request");
         if (stated != "ptx" && stated != "cubin" && stated != "fatbin") {
-            bad("format: expected \"ptx\", \"cubin\" or \"fatbin\", got \"" + stated + "\"");
+            bad_request("format: expected \"ptx\", \"cubin\" or \"fatbin\", got \"" + stated + "\"");
         }
         const auto found = detect_module_format(image);
         if (found && (stated == "ptx") != (*found == ModuleFormat::PTX)) {
-            bad("module " + name + ": format says " + stated + " but the image is " + to_string(*found));
+            bad_request("module " + name + ": format says " + stated + " but the image is " + to_string(*found));
         }
     }
     log_->info("loading module {} ({} bytes)", name, image.size());

@@ -3,6 +3,7 @@
 // scheduler over the bytes it touches, so it is ordered with tasks like a task. The attachment transfers are in
 // service_attachments.cpp.
 #include "daemon/host_window.h"
+#include "daemon/request_error.h"
 #include "daemon/service.h"
 #include "daemon/staged_copy.h"
 #include "protocol/base64.h"
@@ -19,10 +20,6 @@ namespace {
 using nlohmann::json;
 
 constexpr std::uint64_t MAX_READ_CHUNK = 512 * 1024;
-
-[[noreturn]] void bad(const std::string& message) {
-    throw RequestError(ErrorCode::BAD_REQUEST, message);
-}
 
 std::string encode_data(const std::byte* data, std::uint64_t n) {
     return base64_encode(std::string_view(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n)));
@@ -42,7 +39,7 @@ bool wants_attachment(const json& request) {
         return false;
     }
     if (!it->is_boolean()) {
-        bad("attachment: expected true or false, got " + it->dump());
+        bad_request("attachment: expected true or false, got " + it->dump());
     }
     return it->get<bool>();
 }
@@ -54,7 +51,7 @@ std::vector<std::byte> decode_data(const std::string& text) {
     try {
         bytes = base64_decode(text);
     } catch (const Base64Error& e) {
-        bad(std::string("data: ") + e.what());
+        bad_request(std::string("data: ") + e.what());
     }
     const auto* first = reinterpret_cast<const std::byte*>(bytes.data());
     return std::vector<std::byte>(first, first + bytes.size()); // no memcpy: an empty vector's data() is null
@@ -63,7 +60,7 @@ std::vector<std::byte> decode_data(const std::string& text) {
 void Service::handle_buffer_transfer(const json& request, const Reply& reply, bool write, const Peer& peer,
                                      Attachment attachment) {
     if (write && attachment && request.contains("data")) {
-        bad("data and attachment exclude each other");
+        bad_request("data and attachment exclude each other");
     }
     const bool read_attached = !write && wants_attachment(request);
     const BufferInfo info = live_buffer(request);
@@ -72,7 +69,8 @@ void Service::handle_buffer_transfer(const json& request, const Reply& reply, bo
     const std::uint64_t nbytes = info.descriptor.nbytes;
     const std::uint64_t offset = uint_member(request, "offset", "request", 0);
     if (offset > nbytes) {
-        bad("offset " + std::to_string(offset) + " is past the end of the " + std::to_string(nbytes) + "-byte buffer");
+        bad_request("offset " + std::to_string(offset) + " is past the end of the " + std::to_string(nbytes) +
+                    "-byte buffer");
     }
     if (read_attached) {
         // Any count: a read past the end is cut short and says so.
@@ -89,8 +87,8 @@ void Service::handle_buffer_transfer(const json& request, const Reply& reply, bo
         }
         const std::uint64_t length = attachment ? attachment->size() : data.size();
         if (length > nbytes - offset) {
-            bad("writing " + std::to_string(length) + " bytes at offset " + std::to_string(offset) +
-                " runs past the end of the " + std::to_string(nbytes) + "-byte buffer");
+            bad_request("writing " + std::to_string(length) + " bytes at offset " + std::to_string(offset) +
+                        " runs past the end of the " + std::to_string(nbytes) + "-byte buffer");
         }
         if (attachment && length > 0) {
             write_attachment(info, offset, std::move(attachment), reply);
@@ -99,11 +97,11 @@ void Service::handle_buffer_transfer(const json& request, const Reply& reply, bo
     } else {
         want = uint_member(request, "bytes", "request", std::min(nbytes - offset, MAX_READ_CHUNK));
         if (want > MAX_READ_CHUNK) {
-            bad("bytes: at most " + std::to_string(MAX_READ_CHUNK) + " per request");
+            bad_request("bytes: at most " + std::to_string(MAX_READ_CHUNK) + " per request");
         }
         if (want > nbytes - offset) {
-            bad("reading " + std::to_string(want) + " bytes at offset " + std::to_string(offset) +
-                " runs past the end of the " + std::to_string(nbytes) + "-byte buffer");
+            bad_request("reading " + std::to_string(want) + " bytes at offset " + std::to_string(offset) +
+                        " runs past the end of the " + std::to_string(nbytes) + "-byte buffer");
         }
     }
     const std::uint64_t length = write ? data.size() : want;

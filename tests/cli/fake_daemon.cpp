@@ -3,6 +3,7 @@
 #include "cli/app.h"
 
 #include <array>
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -210,6 +211,16 @@ std::string read_whole_file(const std::string& path) {
     std::ostringstream s;
     s << in.rdbuf();
     return s.str();
+}
+
+nlohmann::json only_request(FakeDaemon::Handler handler, const std::vector<std::string>& args) {
+    FakeDaemon daemon(std::move(handler));
+    const CliRun r = run(args, daemon.socket_path());
+    INFO(r.err);
+    REQUIRE(r.rc == 0);
+    const auto requests = daemon.requests();
+    REQUIRE(requests.size() == 1);
+    return requests[0];
 }
 
 } // namespace canopy::cli::testing

@@ -84,6 +84,11 @@ struct CliRun {
     std::string err;
 };
 
+// A posix_shm buffer of 64 bytes as canopyd describes one.
+inline const nlohmann::json SHM_BUFFER = {
+    {"id", "0011..ff.3.1"}, {"backend", "posix_shm"},           {"nbytes", 64}, {"access", "rw"},
+    {"device", 0},          {"world", nlohmann::json::array()}, {"name", ""},   {"creator", "/"}};
+
 // A test Environment: no $CANOPY_SOCKET, stderr not a terminal.
 Environment test_env();
 
@@ -93,5 +98,9 @@ CliRun run(std::vector<std::string> args, const std::string& socket, const Envir
 // A file in `dir` holding `content`; returns its path.
 std::string write_file(const std::string& dir, const std::string& name, const std::string& content);
 std::string read_whole_file(const std::string& path);
+
+// Runs `args` against a fresh FakeDaemon that answers with `handler`; requires exit status 0 and exactly one
+// request, and returns that request.
+nlohmann::json only_request(FakeDaemon::Handler handler, const std::vector<std::string>& args);
 
 } // namespace canopy::cli::testing

@@ -14,19 +14,17 @@ namespace {
 
 const json TASKS = {{{"name", "a"}, {"id", 3}, {"kernel", "fill"}, {"on", "chip0"}, {"state", "completed"}},
                     {{"name", "b"}, {"id", 4}, {"kernel", "fill"}, {"on", "chip0"}, {"state", "queued"}}};
-const json BUFFER = {{"id", "0011..ff.3.1"}, {"backend", "posix_shm"}, {"nbytes", 64}, {"access", "rw"},
-                     {"device", 0},          {"world", json::array()}, {"name", ""},   {"creator", "/"}};
 
-FakeReply reply_for(const json& request) {
+FakeReply convention_reply(const json& request) {
     const std::string op = request.value("op", "");
     if (op == "tasks") {
         return ok({{"tasks", TASKS}});
     }
     if (op == "buffer.create" || op == "buffer.show") {
-        return ok({{"buffer", BUFFER}});
+        return ok({{"buffer", SHM_BUFFER}});
     }
     if (op == "buffer.list") {
-        return ok({{"buffers", json::array({BUFFER, BUFFER})}});
+        return ok({{"buffers", json::array({SHM_BUFFER, SHM_BUFFER})}});
     }
     if (op == "submit") {
         return ok({{"task", TASKS[0]}});
@@ -42,7 +40,7 @@ CliRun plain(const std::vector<std::string>& args) {
 } // namespace
 
 TEST_CASE("the options --json and --socket work before and after the command", "[cli][conventions]") {
-    FakeDaemon daemon(reply_for);
+    FakeDaemon daemon(convention_reply);
     const std::string s = daemon.socket_path();
     for (const auto& args : {std::vector<std::string>{"--json", "--socket", s, "tasks"},
                              std::vector<std::string>{"--socket", s, "tasks", "--json"},
@@ -56,14 +54,14 @@ TEST_CASE("the options --json and --socket work before and after the command", "
 }
 
 TEST_CASE("a global option before a nested command reaches it", "[cli][conventions]") {
-    FakeDaemon daemon(reply_for);
+    FakeDaemon daemon(convention_reply);
     const CliRun r = plain({"--socket", daemon.socket_path(), "buffer", "--json", "show", "B"});
     REQUIRE(r.rc == 0);
-    CHECK(json::parse(r.out) == BUFFER);
+    CHECK(json::parse(r.out) == SHM_BUFFER);
 }
 
 TEST_CASE("quiet (-q) prints only the ids of the tasks and buffers a command reports", "[cli][conventions]") {
-    FakeDaemon daemon(reply_for);
+    FakeDaemon daemon(convention_reply);
     const std::string s = daemon.socket_path();
     CHECK(plain({"-q", "--socket", s, "tasks"}).out == "3\n4\n");
     CHECK(plain({"tasks", "--quiet", "--socket", s}).out == "3\n4\n");
@@ -76,7 +74,7 @@ TEST_CASE("quiet (-q) prints only the ids of the tasks and buffers a command rep
 }
 
 TEST_CASE("the options --json and -q together are a usage error", "[cli][conventions]") {
-    FakeDaemon daemon(reply_for);
+    FakeDaemon daemon(convention_reply);
     const CliRun r = plain({"-q", "--json", "--socket", daemon.socket_path(), "tasks"});
     CHECK(r.rc == 2);
     CHECK_THAT(r.err, Catch::Contains("--json and -q exclude each other"));

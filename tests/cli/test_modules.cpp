@@ -26,16 +26,6 @@ FakeReply modules_ok(const json& request) {
     return ok({{"task", {{"name", "t"}, {"id", 1}, {"state", "completed"}}}});
 }
 
-json only_request(const std::vector<std::string>& args) {
-    FakeDaemon daemon(modules_ok);
-    const CliRun r = run(args, daemon.socket_path());
-    INFO(r.err);
-    REQUIRE(r.rc == 0);
-    const auto requests = daemon.requests();
-    REQUIRE(requests.size() == 1);
-    return requests[0];
-}
-
 const char* SPEC = "00112233445566778899aabbccddeeff.1.1:float32:256";
 
 } // namespace
@@ -96,7 +86,7 @@ TEST_CASE("module load names the file in a refusal and the frame limit when the 
 }
 
 TEST_CASE("module list prints one line per module, or the reply under --json", "[cli][module]") {
-    CHECK(only_request({"module", "list"}) == json{{"op", "module.list"}, {"id", 1}});
+    CHECK(only_request(modules_ok, {"module", "list"}) == json{{"op", "module.list"}, {"id", 1}});
     FakeDaemon daemon(modules_ok);
     const CliRun human = run({"module", "list"}, daemon.socket_path());
     CHECK(human.rc == 0);
@@ -106,10 +96,11 @@ TEST_CASE("module list prints one line per module, or the reply under --json", "
 }
 
 TEST_CASE("submit --param orders the arguments by parameter and sends params and launch", "[cli][module]") {
-    const json r = only_request({"submit",  "m:f",      "--on",      "chip0",    "--scalar", "float32:2", "--in",
-                                 SPEC,      "--scalar", "int64:256", "--out",    SPEC,       "--param",   "float32",
-                                 "--param", "tensor",   "--param",   "tensor",   "--param",  "int64",     "--grid",
-                                 "4",       "--block",  "16,8",      "--shared", "1K"});
+    const json r =
+        only_request(modules_ok, {"submit",  "m:f",      "--on",      "chip0",    "--scalar", "float32:2", "--in",
+                                  SPEC,      "--scalar", "int64:256", "--out",    SPEC,       "--param",   "float32",
+                                  "--param", "tensor",   "--param",   "tensor",   "--param",  "int64",     "--grid",
+                                  "4",       "--block",  "16,8",      "--shared", "1K"});
     const json& task = r["task"];
     CHECK(task["params"] == json{"float32", "tensor", "tensor", "int64"});
     REQUIRE(task["args"].size() == 4);
@@ -119,7 +110,8 @@ TEST_CASE("submit --param orders the arguments by parameter and sends params and
     CHECK(task["args"][3]["scalar"] == json{{"int64", 256}});
     CHECK(task["launch"] == json{{"grid", {4}}, {"block", {16, 8}}, {"shared_bytes", 1024}});
     // Without --param nothing changes: tensors, then scalars, no params, no launch.
-    const json plain = only_request({"submit", "fill", "--on", "chip0", "--out", SPEC, "--scalar", "float32:1"});
+    const json plain =
+        only_request(modules_ok, {"submit", "fill", "--on", "chip0", "--out", SPEC, "--scalar", "float32:1"});
     CHECK_FALSE(plain["task"].contains("params"));
     CHECK_FALSE(plain["task"].contains("launch"));
 }

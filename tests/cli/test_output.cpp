@@ -45,7 +45,7 @@ const json BUFFERS = {{{"id", "0011..ff.3.1"},
                        {"name", ""},
                        {"creator", "/chip0"}}};
 
-FakeReply reply_for(const json& request) {
+FakeReply sample_reply(const json& request) {
     const std::string op = request.value("op", "");
     if (op == "status") {
         return ok(STATUS);
@@ -119,7 +119,7 @@ TEST_CASE("status renders missing and mistyped fields as dashes", "[cli]") {
 }
 
 TEST_CASE("status --json prints the daemon's payload and exits 1 while a worker is not running", "[cli]") {
-    FakeDaemon daemon(reply_for);
+    FakeDaemon daemon(sample_reply);
     const CliRun r = run({"status", "--json"}, daemon.socket_path());
     CHECK(r.rc == 1);
     CHECK(json::parse(r.out) == STATUS);
@@ -139,7 +139,7 @@ TEST_CASE("status exits 0 when every worker runs", "[cli]") {
 }
 
 TEST_CASE("buffer list draws a table with human and exact sizes", "[cli]") {
-    FakeDaemon daemon(reply_for);
+    FakeDaemon daemon(sample_reply);
     const CliRun r = run({"buffer", "list"}, daemon.socket_path());
     REQUIRE(r.rc == 0);
     CHECK(r.out == "ID            BACKEND                BYTES  ACCESS  WHERE\n"
@@ -156,14 +156,14 @@ TEST_CASE("buffer list shows NAME when a buffer has one", "[cli]") {
 }
 
 TEST_CASE("buffer list --json prints the buffers object", "[cli]") {
-    FakeDaemon daemon(reply_for);
+    FakeDaemon daemon(sample_reply);
     const CliRun r = run({"buffer", "list", "--json"}, daemon.socket_path());
     REQUIRE(r.rc == 0);
     CHECK(json::parse(r.out) == json{{"buffers", BUFFERS}});
 }
 
 TEST_CASE("buffer create and show --json print the buffer object itself", "[cli]") {
-    FakeDaemon daemon(reply_for);
+    FakeDaemon daemon(sample_reply);
     for (std::vector<std::string> args : {std::vector<std::string>{"buffer", "create", "--bytes", "4M", "--json"},
                                           std::vector<std::string>{"buffer", "show", "x", "--json"}}) {
         const CliRun r = run(args, daemon.socket_path());
@@ -178,7 +178,7 @@ TEST_CASE("buffer create and show --json print the buffer object itself", "[cli]
 }
 
 TEST_CASE("buffer create prints the new buffer's fields", "[cli]") {
-    FakeDaemon daemon(reply_for);
+    FakeDaemon daemon(sample_reply);
     const CliRun r = run({"buffer", "create", "--bytes", "4M"}, daemon.socket_path());
     REQUIRE(r.rc == 0);
     CHECK(r.out == "id       0011..ff.3.1\n"
@@ -190,7 +190,7 @@ TEST_CASE("buffer create prints the new buffer's fields", "[cli]") {
 }
 
 TEST_CASE("buffer release reports the daemon's warning on stderr and still succeeds", "[cli]") {
-    FakeDaemon daemon(reply_for);
+    FakeDaemon daemon(sample_reply);
     const CliRun r = run({"buffer", "release", "B"}, daemon.socket_path());
     CHECK(r.rc == 0);
     CHECK(r.out == "released B\n");
@@ -198,7 +198,7 @@ TEST_CASE("buffer release reports the daemon's warning on stderr and still succe
 }
 
 TEST_CASE("tasks draws a table with times and errors", "[cli]") {
-    FakeDaemon daemon(reply_for);
+    FakeDaemon daemon(sample_reply);
     const CliRun r = run({"tasks"}, daemon.socket_path());
     REQUIRE(r.rc == 0);
     CHECK(r.out == "ID  NAME  KERNEL    ON     STATE       TIME  ERROR\n"
@@ -209,13 +209,13 @@ TEST_CASE("tasks draws a table with times and errors", "[cli]") {
 }
 
 TEST_CASE("metrics prints the text with a final newline", "[cli]") {
-    FakeDaemon daemon(reply_for);
+    FakeDaemon daemon(sample_reply);
     CHECK(run({"metrics"}, daemon.socket_path()).out == "canopy_tasks_total 4\n");
     CHECK(json::parse(run({"metrics", "--json"}, daemon.socket_path()).out) == json{{"text", "canopy_tasks_total 4"}});
 }
 
 TEST_CASE("shutdown confirms, and prints {} under --json", "[cli]") {
-    FakeDaemon daemon(reply_for);
+    FakeDaemon daemon(sample_reply);
     CHECK(run({"shutdown"}, daemon.socket_path()).out == "canopyd at " + daemon.socket_path() + " is shutting down\n");
     CHECK(json::parse(run({"shutdown", "--json"}, daemon.socket_path()).out) == json::object());
 }

@@ -12,8 +12,6 @@ using nlohmann::json;
 
 namespace {
 
-const json BUFFER = {{"id", "0011..ff.3.1"}, {"backend", "posix_shm"}, {"nbytes", 64}, {"access", "rw"},
-                     {"device", 0},          {"world", json::array()}, {"name", ""},   {"creator", "/"}};
 const json TASK = {{"name", "fill"},       {"id", 7},           {"kernel", "fill"}, {"on", "chip0"},
                    {"state", "completed"}, {"submitted_ns", 1}, {"start_ns", 10},   {"end_ns", 2010}};
 
@@ -24,10 +22,10 @@ FakeReply plausible(const json& request) {
         return error("BAD_REQUEST", "unknown op \"buffer.fd\"");
     }
     if (op == "buffer.create" || op == "buffer.show") {
-        return ok({{"buffer", BUFFER}});
+        return ok({{"buffer", SHM_BUFFER}});
     }
     if (op == "buffer.list") {
-        return ok({{"buffers", {BUFFER}}});
+        return ok({{"buffers", {SHM_BUFFER}}});
     }
     if (op == "buffer.write") {
         return ok({{"written", request["attachment"]}});
@@ -53,29 +51,18 @@ FakeReply plausible(const json& request) {
     return ok();
 }
 
-// Runs `args` against a fresh plausible daemon and returns the one request it received.
-json only_request(const std::vector<std::string>& args) {
-    FakeDaemon daemon(plausible);
-    const CliRun r = run(args, daemon.socket_path());
-    INFO(r.err);
-    REQUIRE(r.rc == 0);
-    const auto requests = daemon.requests();
-    REQUIRE(requests.size() == 1);
-    return requests[0];
-}
-
 } // namespace
 
 TEST_CASE("status, tasks, metrics, shutdown and buffer list send bare ops", "[cli]") {
-    CHECK(only_request({"status"}) == json{{"op", "status"}, {"id", 1}});
-    CHECK(only_request({"tasks"}) == json{{"op", "tasks"}, {"id", 1}});
-    CHECK(only_request({"metrics"}) == json{{"op", "metrics"}, {"id", 1}});
-    CHECK(only_request({"shutdown"}) == json{{"op", "shutdown"}, {"id", 1}});
-    CHECK(only_request({"buffer", "list"}) == json{{"op", "buffer.list"}, {"id", 1}});
+    CHECK(only_request(plausible, {"status"}) == json{{"op", "status"}, {"id", 1}});
+    CHECK(only_request(plausible, {"tasks"}) == json{{"op", "tasks"}, {"id", 1}});
+    CHECK(only_request(plausible, {"metrics"}) == json{{"op", "metrics"}, {"id", 1}});
+    CHECK(only_request(plausible, {"shutdown"}) == json{{"op", "shutdown"}, {"id", 1}});
+    CHECK(only_request(plausible, {"buffer", "list"}) == json{{"op", "buffer.list"}, {"id", 1}});
 }
 
 TEST_CASE("worker restart sends the worker's path and needs one", "[cli]") {
-    CHECK(only_request({"worker", "restart", "/node0/chip1"}) ==
+    CHECK(only_request(plausible, {"worker", "restart", "/node0/chip1"}) ==
           json{{"op", "worker.restart"}, {"worker", "/node0/chip1"}, {"id", 1}});
     const CliRun missing = run({"worker", "restart"}, "/nonexistent/never/connected.sock");
     CHECK(missing.rc == 2);
@@ -83,24 +70,24 @@ TEST_CASE("worker restart sends the worker's path and needs one", "[cli]") {
 }
 
 TEST_CASE("buffer create sends only the arguments given", "[cli]") {
-    CHECK(only_request({"buffer", "create", "--bytes", "4096"}) ==
+    CHECK(only_request(plausible, {"buffer", "create", "--bytes", "4096"}) ==
           json{{"op", "buffer.create"}, {"id", 1}, {"bytes", 4096}});
-    CHECK(only_request({"buffer", "create", "--bytes", "2M", "--backend", "vmm", "--on", "chip1", "--access", "r"}) ==
-          json{{"op", "buffer.create"},
-               {"id", 1},
-               {"bytes", 2u << 20},
-               {"backend", "vmm"},
-               {"on", "chip1"},
-               {"access", "r"}});
+    CHECK(only_request(plausible, {"buffer", "create", "--bytes", "2M", "--backend", "vmm", "--on", "chip1", "--access",
+                                   "r"}) == json{{"op", "buffer.create"},
+                                                 {"id", 1},
+                                                 {"bytes", 2u << 20},
+                                                 {"backend", "vmm"},
+                                                 {"on", "chip1"},
+                                                 {"access", "r"}});
 }
 
 TEST_CASE("buffer create --world becomes a list of chips in rank order", "[cli]") {
-    CHECK(only_request({"buffer", "create", "--bytes", "1K", "--backend", "symmetric", "--world", "chip1,chip0"}) ==
-          json{{"op", "buffer.create"},
-               {"id", 1},
-               {"bytes", 1024},
-               {"backend", "symmetric"},
-               {"world", {"chip1", "chip0"}}});
+    CHECK(only_request(plausible, {"buffer", "create", "--bytes", "1K", "--backend", "symmetric", "--world",
+                                   "chip1,chip0"}) == json{{"op", "buffer.create"},
+                                                           {"id", 1},
+                                                           {"bytes", 1024},
+                                                           {"backend", "symmetric"},
+                                                           {"world", {"chip1", "chip0"}}});
 }
 
 TEST_CASE("buffer create refuses bad sizes, worlds and choices before connecting", "[cli]") {
@@ -122,9 +109,9 @@ TEST_CASE("buffer create refuses bad sizes, worlds and choices before connecting
 }
 
 TEST_CASE("buffer show and release send the buffer ID as the request's id", "[cli]") {
-    CHECK(only_request({"buffer", "show", "0011..ff.3.1"}) ==
+    CHECK(only_request(plausible, {"buffer", "show", "0011..ff.3.1"}) ==
           json{{"op", "buffer.show"}, {"buffer", "0011..ff.3.1"}, {"id", 1}});
-    CHECK(only_request({"buffer", "release", "weights"}) ==
+    CHECK(only_request(plausible, {"buffer", "release", "weights"}) ==
           json{{"op", "buffer.release"}, {"buffer", "weights"}, {"id", 1}});
 }
 
@@ -168,7 +155,8 @@ TEST_CASE("buffer read without --bytes asks buffer.show for the size first", "[c
 
 TEST_CASE("submit sends the task with tensors in command-line order, then scalars", "[cli]") {
     CHECK(
-        only_request({"submit", "axpy", "--on", "chip0", "--inout", "Y:float32:64", "--scalar", "float32:2.5", "--in",
+        only_request(plausible,
+                     {"submit", "axpy", "--on", "chip0", "--inout", "Y:float32:64", "--scalar", "float32:2.5", "--in",
                       "X:float32:8x8:8x1:0", "--out", "Z.1.2:int64:4", "--scalar", "int64:-3", "--wait"}) ==
         json{{"op", "submit"},
              {"id", 1},
@@ -187,17 +175,18 @@ TEST_CASE("submit sends the task with tensors in command-line order, then scalar
 }
 
 TEST_CASE("submit --tf32 sends the built-in's launch option, and nothing without it", "[cli]") {
-    const json task = only_request({"submit", "matmul", "--on", "chip0", "--in", "A:float32:4x4", "--in",
-                                    "B:float32:4x4", "--out", "C:float32:4x4", "--tf32"})["task"];
+    const json task = only_request(plausible, {"submit", "matmul", "--on", "chip0", "--in", "A:float32:4x4", "--in",
+                                               "B:float32:4x4", "--out", "C:float32:4x4", "--tf32"})["task"];
     CHECK(task["launch"] == json{{"tf32", true}});
-    const json plain = only_request({"submit", "matmul", "--on", "chip0", "--in", "A:float32:4x4", "--in",
-                                     "B:float32:4x4", "--out", "C:float32:4x4"})["task"];
+    const json plain = only_request(plausible, {"submit", "matmul", "--on", "chip0", "--in", "A:float32:4x4", "--in",
+                                                "B:float32:4x4", "--out", "C:float32:4x4"})["task"];
     CHECK_FALSE(plain.contains("launch"));
 }
 
 TEST_CASE("submit keeps the order of repeated options interleaved with others", "[cli]") {
-    const json request = only_request({"submit", "k", "--out", "A:int8:1", "--in", "B:int8:1", "--out", "C:int8:1",
-                                       "--inout", "D:int8:1", "--in", "E:int8:1", "--on", "sub0"});
+    const json request =
+        only_request(plausible, {"submit", "k", "--out", "A:int8:1", "--in", "B:int8:1", "--out", "C:int8:1", "--inout",
+                                 "D:int8:1", "--in", "E:int8:1", "--on", "sub0"});
     std::vector<std::string> order;
     for (const auto& arg : request["task"]["args"]) {
         order.push_back(arg["tensor"]["buffer"].get<std::string>() + "/" + arg["tag"].get<std::string>());
@@ -207,7 +196,7 @@ TEST_CASE("submit keeps the order of repeated options interleaved with others", 
 }
 
 TEST_CASE("submit with no arguments sends an empty args list", "[cli]") {
-    CHECK(only_request({"submit", "sleep_ms", "--on", "/sub1"}) ==
+    CHECK(only_request(plausible, {"submit", "sleep_ms", "--on", "/sub1"}) ==
           json{{"op", "submit"},
                {"id", 1},
                {"wait", false},
@@ -263,7 +252,7 @@ TEST_CASE("run refuses a missing, non-JSON or task-less graph file with exit 2",
 }
 
 TEST_CASE("wait sends the task id as an integer", "[cli]") {
-    CHECK(only_request({"wait", "7"}) == json{{"op", "wait"}, {"id", 1}, {"task_id", 7}});
+    CHECK(only_request(plausible, {"wait", "7"}) == json{{"op", "wait"}, {"id", 1}, {"task_id", 7}});
     const CliRun r = run({"wait", "x7"}, "/nonexistent/never/connected.sock");
     CHECK(r.rc == 2);
     CHECK(r.err.find("TASK_ID \"x7\": expected a task id") != std::string::npos);

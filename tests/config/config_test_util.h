@@ -1,9 +1,10 @@
 #pragma once
-// Helpers shared by the config tests: checking a rejection, building small documents, temporary
-// directories.
+// Helpers shared by the config tests: the example configs, checking a rejection or a round trip, building small
+// documents, temporary directories.
 
 #include "config/config.h"
 #include "config/config_error.h"
+#include "config/to_json.h"
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -11,6 +12,21 @@
 #include <string>
 
 namespace canopy::config::testing {
+
+// config/examples in the source tree.
+inline const std::filesystem::path EXAMPLES = CANOPY_EXAMPLES_DIR;
+
+// `depth` arrays nested in one another: "[[...]]".
+inline std::string nested_arrays(std::size_t depth) {
+    return std::string(depth, '[') + std::string(depth, ']');
+}
+
+// Requires `config` written as JSON to parse back to itself.
+inline void check_round_trip(const Config& config) {
+    const std::string text = to_json(config).dump(2);
+    INFO(text);
+    CHECK(parse_config(text) == config);
+}
 
 // A document whose node is valid (one sim chip) with `sections` (", "-joined "key": value pairs) added.
 inline std::string with_sections(const std::string& sections) {

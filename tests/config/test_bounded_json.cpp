@@ -3,6 +3,7 @@
 // recurses in proportion to the depth of the text.
 
 #include "config/bounded_json.h"
+#include "config_test_util.h"
 
 #include <catch2/catch.hpp>
 #include <pthread.h>
@@ -12,14 +13,10 @@ using canopy::config::BoundedJson;
 using canopy::config::JsonRefusalKind;
 using canopy::config::MAX_JSON_DEPTH;
 using canopy::config::parse_bounded_json;
+using canopy::config::testing::nested_arrays;
 using nlohmann::json;
 
 namespace {
-
-// `depth` arrays nested in one another: "[[...]]".
-std::string nested_arrays(std::size_t depth) {
-    return std::string(depth, '[') + std::string(depth, ']');
-}
 
 // The refusal of `text`; fails the test when the text was accepted.
 canopy::config::JsonRefusal refusal_of(std::string_view text, std::size_t max_depth = MAX_JSON_DEPTH) {

@@ -3,12 +3,7 @@
 #include "config_test_util.h"
 
 using namespace canopy::config;
-
-namespace {
-
-const std::filesystem::path EXAMPLES = CANOPY_EXAMPLES_DIR;
-
-} // namespace
+using canopy::config::testing::EXAMPLES;
 
 TEST_CASE("worker_paths lists chips then subs of a level-3 node", "[config]") {
     const Config config = load_config(EXAMPLES / "cpu.json");

@@ -11,10 +11,9 @@ using canopy::config::ChipBackend;
 using canopy::config::ChipConfig;
 using canopy::config::Config;
 using canopy::config::load_config;
+using canopy::config::testing::EXAMPLES;
 
 namespace {
-
-const std::filesystem::path EXAMPLES = CANOPY_EXAMPLES_DIR;
 
 std::vector<ChipConfig> chips(ChipBackend backend, std::uint32_t count) {
     std::vector<ChipConfig> list;

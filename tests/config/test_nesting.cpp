@@ -3,13 +3,10 @@
 
 #include "config_test_util.h"
 
+using canopy::config::testing::nested_arrays;
 using canopy::config::testing::require_rejected;
 
 namespace {
-
-std::string nested_arrays(std::size_t depth) {
-    return std::string(depth, '[') + std::string(depth, ']');
-}
 
 // "/0" repeated `n` times.
 std::string zeros(std::size_t n) {

@@ -4,18 +4,7 @@
 #include "config_test_util.h"
 
 using namespace canopy::config;
-
-namespace {
-
-const std::filesystem::path EXAMPLES = CANOPY_EXAMPLES_DIR;
-
-void check_round_trip(const Config& config) {
-    const std::string text = to_json(config).dump(2);
-    INFO(text);
-    CHECK(parse_config(text) == config);
-}
-
-} // namespace
+using namespace canopy::config::testing;
 
 TEST_CASE("every example survives a round trip through to_json", "[config]") {
     for (const char* name : {"one-gpu.json", "eight-gpus.json", "l4-two-nodes.json", "cpu.json"}) {

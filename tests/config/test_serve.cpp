@@ -6,18 +6,6 @@
 using namespace canopy::config;
 using namespace canopy::config::testing;
 
-namespace {
-
-const std::filesystem::path EXAMPLES = CANOPY_EXAMPLES_DIR;
-
-void check_round_trip(const Config& config) {
-    const std::string text = to_json(config).dump(2);
-    INFO(text);
-    CHECK(parse_config(text) == config);
-}
-
-} // namespace
-
 TEST_CASE("insecure tls is accepted on every loopback address", "[config]") {
     for (const char* address : {"localhost:7471", "127.0.0.1:7471", "127.255.0.9:1", "[::1]:7471"}) {
         INFO(address);

@@ -78,6 +78,20 @@ inline daemon::SupervisorOptions chip_options(const std::filesystem::path& state
     return o;
 }
 
+// Starts, in `sup`, an L3 whose chip0 is a cuda chip on device 0 and whose chip1 is a sim chip.
+inline daemon::Supervisor& cuda_and_sim(TempDir& state, std::optional<daemon::Supervisor>& sup) {
+    sup.emplace(chip_options(state.path, {{daemon::ChildKind::CUDA_CHIP, 0}, {daemon::ChildKind::SIM_CHIP, 0}}));
+    sup->start();
+    return *sup;
+}
+
+// An argument of tag `tag` over a view of `d`.
+inline TensorArg view_arg(const BufferDescriptor& d, TensorTag tag, DataType dtype,
+                          std::initializer_list<std::uint32_t> shape, std::initializer_list<std::uint32_t> strides = {},
+                          std::uint64_t offset = 0) {
+    return {make_tensor(d, dtype, shape, strides, offset), tag};
+}
+
 // Maps a POSIX_SHM buffer into the test process, writable.
 inline ipc::MappedRegion map_shm(const BufferDescriptor& d) {
     const std::string path = "/" + std::string(shm_name(d));

@@ -10,6 +10,7 @@
 // allows: where scale, axpy, reduce_sum or matmul produce a float32 or float64 NaN, its payload may differ.
 
 #include "chip_fixture.h"
+#include "host_views.h"
 
 #include <bit>
 #include <catch2/catch.hpp>
@@ -268,13 +269,6 @@ inline void compare_case(daemon::Supervisor& sup, const std::vector<std::string>
             (void)sup.release_buffer(d.identity);
         }
     }
-}
-
-inline const std::vector<DataType>& all_dtypes() {
-    static const std::vector<DataType> dtypes{DataType::FLOAT32,  DataType::FLOAT64, DataType::FLOAT16,
-                                              DataType::BFLOAT16, DataType::INT8,    DataType::UINT8,
-                                              DataType::INT16,    DataType::INT32,   DataType::INT64};
-    return dtypes;
 }
 
 // The element-wise cases for one dtype: contiguous, strided (gaps, offsets, reshapes, 8 dimensions, dimensions of

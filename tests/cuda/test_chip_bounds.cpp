@@ -18,12 +18,6 @@ namespace {
 
 const std::vector<DataType> FLOATS{DataType::FLOAT32, DataType::FLOAT64, DataType::FLOAT16, DataType::BFLOAT16};
 
-Supervisor& cuda_and_sim(TempDir& state, std::optional<Supervisor>& sup) {
-    sup.emplace(chip_options(state.path, {{ChildKind::CUDA_CHIP, 0}, {ChildKind::SIM_CHIP, 0}}));
-    sup->start();
-    return *sup;
-}
-
 // Values whose products stay finite in every dtype (float16's range ends at 65504).
 Values moderate(DataType dtype) {
     return dtype == DataType::FLOAT16 ? Values::SMALL : Values::FINITE;

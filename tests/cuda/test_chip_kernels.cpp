@@ -11,16 +11,6 @@ using namespace canopy::testing;
 using daemon::ChildKind;
 using daemon::Supervisor;
 
-namespace {
-
-Supervisor& cuda_and_sim(TempDir& state, std::optional<Supervisor>& sup) {
-    sup.emplace(chip_options(state.path, {{ChildKind::CUDA_CHIP, 0}, {ChildKind::SIM_CHIP, 0}}));
-    sup->start();
-    return *sup;
-}
-
-} // namespace
-
 TEST_CASE("element-wise kernels and integer reduce_sum on a cuda chip equal the sim chip's, byte for byte",
           "[cuda][chip][gpu][kernels]") {
     REQUIRE_GPUS(1);

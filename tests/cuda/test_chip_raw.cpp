@@ -19,11 +19,6 @@ TaskArgs args_of(std::vector<TensorArg> tensors, std::vector<ScalarArg> scalars 
     return a;
 }
 
-TensorArg t(const BufferDescriptor& d, TensorTag tag, DataType dtype, std::initializer_list<std::uint32_t> shape,
-            std::initializer_list<std::uint32_t> strides = {}, std::uint64_t offset = 0) {
-    return {make_tensor(d, dtype, shape, strides, offset), tag};
-}
-
 CanonicalIdentity forged_identity(std::uint64_t buffer_id) {
     CanonicalIdentity id{};
     id.owner_instance = draw_owner_instance();
@@ -42,13 +37,13 @@ TEST_CASE("a raw cuda chip starts, runs a kernel, and its results land in the sh
     auto host = map_shm(buf);
     RawChip chip(RawKind::CUDA);
     REQUIRE(chip.ready());
-    auto c = chip.run("iota", args_of({t(buf, TensorTag::OUTPUT, DataType::INT32, {1024})}));
+    auto c = chip.run("iota", args_of({view_arg(buf, TensorTag::OUTPUT, DataType::INT32, {1024})}));
     REQUIRE(c.code == ErrorCode::OK);
     const auto* v = reinterpret_cast<const std::int32_t*>(host.data());
     for (int i = 0; i < 1024; ++i) {
         REQUIRE(v[i] == i);
     }
-    c = chip.run("@noop", args_of({t(buf, TensorTag::INPUT, DataType::INT32, {1024})}));
+    c = chip.run("@noop", args_of({view_arg(buf, TensorTag::INPUT, DataType::INT32, {1024})}));
     CHECK(c.code == ErrorCode::OK);
 }
 
@@ -66,33 +61,33 @@ TEST_CASE("a raw cuda chip answers hostile and ill-fitting frames exactly as a s
 
     const std::vector<std::pair<std::string, TaskArgs>> calls = {
         {"frobnicate", args_of({})},
-        {"copy",
-         args_of({t(a, TensorTag::INPUT, DataType::FLOAT32, {16}), t(b, TensorTag::OUTPUT, DataType::FLOAT32, {12})})},
-        {"copy",
-         args_of({t(a, TensorTag::INPUT, DataType::FLOAT32, {16}), t(b, TensorTag::OUTPUT, DataType::INT8, {16})})},
-        {"copy",
-         args_of({t(a, TensorTag::OUTPUT, DataType::FLOAT32, {16}), t(b, TensorTag::OUTPUT, DataType::FLOAT32, {16})})},
-        {"fill", args_of({t(a, TensorTag::OUTPUT, DataType::FLOAT32, {16})})},
-        {"scale", args_of({t(a, TensorTag::OUTPUT, DataType::FLOAT32, {16})}, {ScalarArg::f32(2)})},
-        {"reduce_sum",
-         args_of({t(a, TensorTag::INPUT, DataType::INT32, {16}), t(b, TensorTag::OUTPUT, DataType::INT32, {2})})},
-        {"matmul",
-         args_of({t(a, TensorTag::INPUT, DataType::INT32, {2, 2}), t(b, TensorTag::INPUT, DataType::INT32, {2, 2}),
-                  t(b, TensorTag::OUTPUT, DataType::INT32, {2, 2}, {}, 64)})},
-        {"matmul",
-         args_of({t(a, TensorTag::INPUT, DataType::FLOAT32, {3, 4}), t(b, TensorTag::INPUT, DataType::FLOAT32, {5, 6}),
-                  t(b, TensorTag::OUTPUT, DataType::FLOAT32, {3, 6}, {}, 512)})},
+        {"copy", args_of({view_arg(a, TensorTag::INPUT, DataType::FLOAT32, {16}),
+                          view_arg(b, TensorTag::OUTPUT, DataType::FLOAT32, {12})})},
+        {"copy", args_of({view_arg(a, TensorTag::INPUT, DataType::FLOAT32, {16}),
+                          view_arg(b, TensorTag::OUTPUT, DataType::INT8, {16})})},
+        {"copy", args_of({view_arg(a, TensorTag::OUTPUT, DataType::FLOAT32, {16}),
+                          view_arg(b, TensorTag::OUTPUT, DataType::FLOAT32, {16})})},
+        {"fill", args_of({view_arg(a, TensorTag::OUTPUT, DataType::FLOAT32, {16})})},
+        {"scale", args_of({view_arg(a, TensorTag::OUTPUT, DataType::FLOAT32, {16})}, {ScalarArg::f32(2)})},
+        {"reduce_sum", args_of({view_arg(a, TensorTag::INPUT, DataType::INT32, {16}),
+                                view_arg(b, TensorTag::OUTPUT, DataType::INT32, {2})})},
+        {"matmul", args_of({view_arg(a, TensorTag::INPUT, DataType::INT32, {2, 2}),
+                            view_arg(b, TensorTag::INPUT, DataType::INT32, {2, 2}),
+                            view_arg(b, TensorTag::OUTPUT, DataType::INT32, {2, 2}, {}, 64)})},
+        {"matmul", args_of({view_arg(a, TensorTag::INPUT, DataType::FLOAT32, {3, 4}),
+                            view_arg(b, TensorTag::INPUT, DataType::FLOAT32, {5, 6}),
+                            view_arg(b, TensorTag::OUTPUT, DataType::FLOAT32, {3, 6}, {}, 512)})},
         {"sleep_ms", args_of({}, {ScalarArg::f64(1)})},
         {"sleep_ms", args_of({}, {ScalarArg::i64(3600001)})},
-        {"peer_read",
-         args_of({t(a, TensorTag::INPUT, DataType::FLOAT32, {4}), t(b, TensorTag::OUTPUT, DataType::FLOAT32, {4})},
-                 {ScalarArg::i64(0)})},
-        {"allgather",
-         args_of({t(a, TensorTag::INPUT, DataType::FLOAT32, {4}), t(b, TensorTag::OUTPUT, DataType::FLOAT32, {4})})},
+        {"peer_read", args_of({view_arg(a, TensorTag::INPUT, DataType::FLOAT32, {4}),
+                               view_arg(b, TensorTag::OUTPUT, DataType::FLOAT32, {4})},
+                              {ScalarArg::i64(0)})},
+        {"allgather", args_of({view_arg(a, TensorTag::INPUT, DataType::FLOAT32, {4}),
+                               view_arg(b, TensorTag::OUTPUT, DataType::FLOAT32, {4})})},
         {"abort", args_of({})},
         {"illegal_address", args_of({})},
         {"@bogus", args_of({})},
-        {"fill", args_of({t(ro, TensorTag::INPUT, DataType::FLOAT32, {16})}, {ScalarArg::f32(1)})},
+        {"fill", args_of({view_arg(ro, TensorTag::INPUT, DataType::FLOAT32, {16})}, {ScalarArg::f32(1)})},
     };
     for (const auto& [kernel, args] : calls) {
         INFO(kernel);
@@ -122,7 +117,7 @@ TEST_CASE("a raw cuda chip answers hostile and ill-fitting frames exactly as a s
     }
     // The chip still serves after all of that.
     const auto ok =
-        cuda_chip.run("fill", args_of({t(a, TensorTag::OUTPUT, DataType::FLOAT32, {16})}, {ScalarArg::f32(1)}));
+        cuda_chip.run("fill", args_of({view_arg(a, TensorTag::OUTPUT, DataType::FLOAT32, {16})}, {ScalarArg::f32(1)}));
     CHECK(ok.code == ErrorCode::OK);
 }
 
@@ -135,7 +130,7 @@ TEST_CASE("a raw cuda chip refuses sim device and fork buffers by name", "[cuda]
     for (const auto& [d, name] : {std::pair{sim_vmm, "sim_vmm"}, std::pair{fork_shm, "fork_shm"}}) {
         INFO(name);
         const auto c =
-            chip.run("fill", args_of({t(d, TensorTag::OUTPUT, DataType::FLOAT32, {16})}, {ScalarArg::f32(1)}));
+            chip.run("fill", args_of({view_arg(d, TensorTag::OUTPUT, DataType::FLOAT32, {16})}, {ScalarArg::f32(1)}));
         CHECK(c.code == ErrorCode::UNREACHABLE_BUFFER);
         CHECK_THAT(c.message, Catch::StartsWith(std::string("cuda chip /chip0: ") + name +
                                                 " buffers cannot be reached from a cuda chip (buffer "));
@@ -143,10 +138,11 @@ TEST_CASE("a raw cuda chip refuses sim device and fork buffers by name", "[cuda]
     // @vmm_create for another device, or of another backend, is refused before anything is allocated.
     const auto other_device =
         make_vmm_descriptor(Backend::CUDA_VMM, forged_identity(10), 1 << 21, Access::READWRITE, 5);
-    const auto created = chip.run("@vmm_create", args_of({t(other_device, TensorTag::OUTPUT, DataType::UINT8, {1})}));
+    const auto created =
+        chip.run("@vmm_create", args_of({view_arg(other_device, TensorTag::OUTPUT, DataType::UINT8, {1})}));
     CHECK(created.code == ErrorCode::BAD_REQUEST);
     CHECK_THAT(created.message, Catch::Contains("cannot create a cuda_vmm buffer of device 5"));
-    const auto sim = chip.run("@vmm_create", args_of({t(sim_vmm, TensorTag::OUTPUT, DataType::UINT8, {1})}));
+    const auto sim = chip.run("@vmm_create", args_of({view_arg(sim_vmm, TensorTag::OUTPUT, DataType::UINT8, {1})}));
     CHECK(sim.code == ErrorCode::BAD_REQUEST);
 }
 
@@ -162,7 +158,7 @@ TEST_CASE("a raw cuda chip maps a buffer once, drops it on @release, and maps th
         const auto buf = registry.create_posix_shm(8192, round % 2 ? Access::READWRITE : Access::WRITE, "/");
         auto host = map_shm(buf);
         for (int use = 0; use < 3; ++use) {
-            const auto c = chip.run("fill", args_of({t(buf, TensorTag::OUTPUT, DataType::INT16, {4096})},
+            const auto c = chip.run("fill", args_of({view_arg(buf, TensorTag::OUTPUT, DataType::INT16, {4096})},
                                                     {ScalarArg::i64(round * 10 + use)}));
             REQUIRE(c.code == ErrorCode::OK);
             REQUIRE(reinterpret_cast<const std::int16_t*>(host.data())[4095] == round * 10 + use);
@@ -173,7 +169,7 @@ TEST_CASE("a raw cuda chip maps a buffer once, drops it on @release, and maps th
         REQUIRE(!registry.release(buf.identity));
         // The released generation is stale from now on.
         const auto stale =
-            chip.run("fill", args_of({t(buf, TensorTag::OUTPUT, DataType::INT16, {4})}, {ScalarArg::i64(1)}));
+            chip.run("fill", args_of({view_arg(buf, TensorTag::OUTPUT, DataType::INT16, {4})}, {ScalarArg::i64(1)}));
         CHECK(stale.code == ErrorCode::STALE_BUFFER);
     }
 }
@@ -191,8 +187,8 @@ TEST_CASE("a raw cuda chip reads a read-only buffer through a read-only registra
     }
     RawChip chip(RawKind::CUDA);
     REQUIRE(chip.ready());
-    const auto c = chip.run("copy", args_of({t(ro, TensorTag::INPUT, DataType::FLOAT32, {1024}),
-                                             t(out, TensorTag::OUTPUT, DataType::FLOAT32, {1024})}));
+    const auto c = chip.run("copy", args_of({view_arg(ro, TensorTag::INPUT, DataType::FLOAT32, {1024}),
+                                             view_arg(out, TensorTag::OUTPUT, DataType::FLOAT32, {1024})}));
     REQUIRE(c.code == ErrorCode::OK);
     CHECK(std::memcmp(ro_host.data(), out_host.data(), 4096) == 0);
 }

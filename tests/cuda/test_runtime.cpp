@@ -9,6 +9,7 @@
 #include "cuda/module.h"
 #include "cuda/stream.h"
 #include "tests/cuda/gpu_context.h"
+#include "tests/cuda/host_views.h"
 #include "worker/cuda/device_view.h"
 #include "worker/cuda/fatbin.h"
 #include "worker/cuda/kernel_abi.h"
@@ -27,6 +28,7 @@
 
 using namespace canopy;
 using namespace canopy::cuda;
+using canopy::testing::fake_buffer;
 using worker::cuda_abi::ElementwiseParams;
 
 namespace {
@@ -44,14 +46,6 @@ struct HostMemory {
     HostMemory(const HostMemory&) = delete;
     HostMemory& operator=(const HostMemory&) = delete;
 };
-
-BufferDescriptor fake_buffer(std::uint64_t nbytes) {
-    CanonicalIdentity id{};
-    id.owner_instance = draw_owner_instance();
-    id.buffer_id = 1;
-    id.generation = 1;
-    return make_posix_shm_descriptor(id, nbytes, Access::READWRITE, "cnpy-test");
-}
 
 } // namespace
 

@@ -8,6 +8,7 @@
 #include "cuda/module.h"
 #include "cuda/stream.h"
 #include "tests/cuda/gpu_context.h"
+#include "tests/cuda/host_views.h"
 #include "worker/cuda/device_view.h"
 #include "worker/cuda/elementwise_plan.h"
 #include "worker/cuda/fatbin.h"
@@ -22,20 +23,9 @@
 #include <vector>
 
 using namespace canopy;
+using namespace canopy::testing;
 
 namespace {
-
-const std::vector<DataType> ALL{DataType::FLOAT32,  DataType::FLOAT64, DataType::FLOAT16,
-                                DataType::BFLOAT16, DataType::INT8,    DataType::UINT8,
-                                DataType::INT16,    DataType::INT32,   DataType::INT64};
-
-BufferDescriptor fake_buffer(std::uint64_t nbytes) {
-    CanonicalIdentity id{};
-    id.owner_instance = draw_owner_instance();
-    id.buffer_id = 1;
-    id.generation = 1;
-    return make_posix_shm_descriptor(id, nbytes, Access::READWRITE, "cnpy-test");
-}
 
 // A view of one call: `count` elements from element `offset`, every `stride`-th.
 struct View {
@@ -144,7 +134,7 @@ TEST_CASE("the vector kernels equal the CPU kernels at every start modulo 16 and
     LauncherRig rig(*g->driver, 1 << 18);
     std::mt19937_64 rng(16);
     int vector_runs = 0;
-    for (DataType dtype : ALL) {
+    for (DataType dtype : all_dtypes()) {
         const std::uint64_t per = 16 / element_size(dtype);
         for (std::uint32_t count : {1u, 7u, 8u, 15u, 16u, 17u, 33u, 4096u + 3u}) {
             for (std::uint64_t k = 0; k < per; ++k) {
@@ -166,7 +156,7 @@ TEST_CASE("the vector kernels equal the CPU kernels at every start modulo 16 and
     // Every call above wrote a contiguous view, so every one of them ran a vector kernel: 8 counts, each start
     // modulo 16, 3 kernels plus 2 kernels with 3 inputs.
     int expected = 0;
-    for (DataType dtype : ALL) {
+    for (DataType dtype : all_dtypes()) {
         expected += 8 * static_cast<int>(16 / element_size(dtype)) * (3 + 2 * 3);
     }
     CHECK(vector_runs == expected);
@@ -177,7 +167,7 @@ TEST_CASE("written views that are strided run the strided kernels, with the same
     REQUIRE_GPU(g);
     LauncherRig rig(*g->driver, 1 << 18);
     std::mt19937_64 rng(17);
-    for (DataType dtype : ALL) {
+    for (DataType dtype : all_dtypes()) {
         INFO(to_string(dtype));
         for (const char* name : {"fill", "iota", "scale"}) {
             INFO(name);
@@ -194,7 +184,7 @@ TEST_CASE("the vector kernels over 2^24 + 5 elements equal the CPU kernels", "[c
     REQUIRE_GPU(g);
     constexpr std::uint32_t COUNT = (1u << 24) + 5;
     std::mt19937_64 rng(24);
-    for (DataType dtype : ALL) {
+    for (DataType dtype : all_dtypes()) {
         const std::uint64_t size = element_size(dtype);
         LauncherRig rig(*g->driver, (COUNT + 32) * size);
         INFO(to_string(dtype));

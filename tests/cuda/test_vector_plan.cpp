@@ -1,6 +1,7 @@
 // Which views the 16-byte vector kernels take and how they cut them (worker/cuda/device_math.h,
 // worker/cuda/elementwise_plan.h), compiled by the host compiler: no GPU needed. The kernels themselves are checked
 // against the CPU kernels in test_vector_kernels.cpp and test_chip_vector.cpp.
+#include "tests/cuda/host_views.h"
 #include "worker/cuda/device_math.h"
 #include "worker/cuda/device_view.h"
 #include "worker/cuda/elementwise_plan.h"
@@ -10,20 +11,9 @@
 
 using namespace canopy;
 using namespace canopy::worker;
+using namespace canopy::testing;
 
 namespace {
-
-BufferDescriptor buffer(std::uint64_t nbytes) {
-    CanonicalIdentity id{};
-    id.owner_instance = draw_owner_instance();
-    id.buffer_id = 1;
-    id.generation = 1;
-    return make_posix_shm_descriptor(id, nbytes, Access::READWRITE, "cnpy-test");
-}
-
-const std::vector<DataType> ALL{DataType::FLOAT32,  DataType::FLOAT64, DataType::FLOAT16,
-                                DataType::BFLOAT16, DataType::INT8,    DataType::UINT8,
-                                DataType::INT16,    DataType::INT32,   DataType::INT64};
 
 constexpr std::uint64_t BASE = 0x7f0000200000; // a device base: VMM and shm mappings start on a page or more
 
@@ -64,8 +54,8 @@ TEST_CASE("vector_split cuts a contiguous view into a head, whole 16-byte vector
 }
 
 TEST_CASE("contiguous written views take the vector kernels, whatever their alignment or shape", "[cuda]") {
-    const auto d = buffer(std::uint64_t{1} << 30);
-    for (DataType dtype : ALL) {
+    const auto d = fake_buffer(std::uint64_t{1} << 30);
+    for (DataType dtype : all_dtypes()) {
         INFO(to_string(dtype));
         const std::uint32_t size = static_cast<std::uint32_t>(element_size(dtype));
         for (std::uint64_t offset = 0; offset < 16 / size + 1; ++offset) {
@@ -89,8 +79,8 @@ TEST_CASE("contiguous written views take the vector kernels, whatever their alig
 }
 
 TEST_CASE("strided written views, and origins off the element size, take the strided kernels", "[cuda]") {
-    const auto d = buffer(std::uint64_t{1} << 30);
-    for (DataType dtype : ALL) {
+    const auto d = fake_buffer(std::uint64_t{1} << 30);
+    for (DataType dtype : all_dtypes()) {
         INFO(to_string(dtype));
         const auto strided = make_device_view(make_tensor(d, dtype, {4099}, {2}), BASE);
         CHECK_FALSE(cuda_math::vectorizable(strided));
@@ -109,7 +99,7 @@ TEST_CASE("strided written views, and origins off the element size, take the str
 
 TEST_CASE("element-wise grids: the vector kernels stop at one wave of the H200, the strided ones at 8192 blocks",
           "[cuda]") {
-    const auto d = buffer(std::uint64_t{1} << 32);
+    const auto d = fake_buffer(std::uint64_t{1} << 32);
     const auto big = make_device_view(make_tensor(d, DataType::FLOAT32, {1u << 26}), BASE);
     CHECK(plan_elementwise(big).blocks == cuda_abi::ELEMENTWISE_VECTOR_GRID);
     const auto big_strided = make_device_view(make_tensor(d, DataType::FLOAT32, {1u << 24}, {3}), BASE);
@@ -120,8 +110,8 @@ TEST_CASE("element-wise grids: the vector kernels stop at one wave of the H200, 
 }
 
 TEST_CASE("copy and axpy read their input in the written view's vectors only where the two splits coincide", "[cuda]") {
-    const auto d = buffer(std::uint64_t{1} << 20);
-    for (DataType dtype : ALL) {
+    const auto d = fake_buffer(std::uint64_t{1} << 20);
+    for (DataType dtype : all_dtypes()) {
         INFO(to_string(dtype));
         const std::uint64_t size = element_size(dtype);
         const auto out = make_device_view(make_tensor(d, dtype, {4099}, {}, size), BASE);

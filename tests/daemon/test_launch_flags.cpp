@@ -3,6 +3,7 @@
 // reference whatever the option says). The GPU side is tests/cuda/test_chip_bounds.cpp.
 #include "daemon/json_codec.h"
 #include "fixture.h"
+#include "parse_task_support.h"
 #include "protocol/builtin_launch.h"
 
 #include <catch2/catch.hpp>
@@ -10,19 +11,10 @@
 
 using namespace canopy;
 using namespace canopy::testing;
-using daemon::RequestError;
 using daemon::Supervisor;
 using nlohmann::json;
 
 namespace {
-
-BufferDescriptor resolve(const std::string&, const std::string&) {
-    CanonicalIdentity id{};
-    id.owner_instance[0] = 1;
-    id.buffer_id = 1;
-    id.generation = 1;
-    return make_posix_shm_descriptor(id, 1 << 20, Access::READWRITE, "cnpytest");
-}
 
 json matmul_task(const json& launch, const std::string& kernel = "matmul") {
     auto tensor = [](const char* tag) {
@@ -33,19 +25,8 @@ json matmul_task(const json& launch, const std::string& kernel = "matmul") {
     return t;
 }
 
-std::string bad_request(const json& task) {
-    try {
-        (void)daemon::parse_task(task, resolve, "task");
-    } catch (const RequestError& e) {
-        CHECK(e.code() == ErrorCode::BAD_REQUEST);
-        return e.what();
-    }
-    FAIL("parse_task accepted " << task.dump());
-    return {};
-}
-
 std::uint32_t parsed_flags(const json& task) {
-    return builtin_launch_flags(daemon::parse_task(task, resolve, "task").request.launch);
+    return builtin_launch_flags(daemon::parse_task(task, one_buffer, "task").request.launch);
 }
 
 // C = A·B over 4x4 float32 matrices in their own shm buffers; A and B hold small integers.
@@ -89,14 +70,16 @@ TEST_CASE("launch.tf32 is a boolean that sets the tf32 launch flag of a built-in
 
 TEST_CASE("launch.tf32 that is not a boolean, or given to a module kernel, is refused by name",
           "[daemon][json][launch]") {
-    CHECK(bad_request(matmul_task({{"tf32", 1}})) == "task.launch.tf32: expected true or false, got 1");
-    CHECK(bad_request(matmul_task({{"tf32", "yes"}})) == "task.launch.tf32: expected true or false, got \"yes\"");
-    CHECK(bad_request(matmul_task({{"tf32", nullptr}})) == "task.launch.tf32: expected true or false, got null");
+    CHECK(bad_request_message(matmul_task({{"tf32", 1}})) == "task.launch.tf32: expected true or false, got 1");
+    CHECK(bad_request_message(matmul_task({{"tf32", "yes"}})) ==
+          "task.launch.tf32: expected true or false, got \"yes\"");
+    CHECK(bad_request_message(matmul_task({{"tf32", nullptr}})) ==
+          "task.launch.tf32: expected true or false, got null");
     json module = matmul_task({{"grid", {1}}, {"block", {32}}, {"tf32", true}}, "m:gemm");
     module["params"] = {"tensor", "tensor", "tensor"};
-    CHECK(bad_request(module) ==
+    CHECK(bad_request_message(module) ==
           "task.launch.tf32: only built-in kernels take tf32 (a module kernel chooses its own arithmetic)");
-    CHECK(bad_request(matmul_task({{"tf", true}})) == "task.launch: unknown key \"tf\"");
+    CHECK(bad_request_message(matmul_task({{"tf", true}})) == "task.launch: unknown key \"tf\"");
 }
 
 TEST_CASE("tf32 is refused at submit on any kernel but a float32 matmul, and undefined flags on every kernel",

@@ -16,7 +16,7 @@ namespace {
 const std::string BUF = "00112233445566778899aabbccddeeff.1.1";
 
 // Every identity resolves to one 4096-byte buffer; anything else is UNKNOWN_BUFFER naming where.
-BufferDescriptor resolve(const std::string& id, const std::string& where) {
+BufferDescriptor resolve_any_id(const std::string& id, const std::string& where) {
     CanonicalIdentity identity{};
     try {
         identity = parse_identity(id);
@@ -61,8 +61,9 @@ void check_both_paths(const std::string& body) {
         fast.run->single ? std::vector<json>{general["task"]} : general["graph"]["tasks"].get<std::vector<json>>();
     REQUIRE(tasks.size() == fast.run->tasks.size());
     for (std::size_t i = 0; i < tasks.size(); ++i) {
-        const Outcome expected = outcome([&] { return daemon::parse_task(tasks[i], resolve, "tasks[0]"); });
-        const Outcome got = outcome([&] { return daemon::task_from_raw(fast.run->tasks[i], resolve, "tasks[0]"); });
+        const Outcome expected = outcome([&] { return daemon::parse_task(tasks[i], resolve_any_id, "tasks[0]"); });
+        const Outcome got =
+            outcome([&] { return daemon::task_from_raw(fast.run->tasks[i], resolve_any_id, "tasks[0]"); });
         CHECK(got.error == expected.error);
         REQUIRE(got.task.has_value() == expected.task.has_value());
         if (got.task) {
@@ -140,7 +141,7 @@ TEST_CASE("a task the fast path read fails the daemon's checks with parse_task's
                                                     unknown + "]}"));
     REQUIRE(parsed.run != nullptr);
     try {
-        (void)daemon::task_from_raw(parsed.run->tasks[1], resolve, "tasks[1]");
+        (void)daemon::task_from_raw(parsed.run->tasks[1], resolve_any_id, "tasks[1]");
         FAIL("an unknown buffer was resolved");
     } catch (const RequestError& e) {
         CHECK(e.code() == ErrorCode::UNKNOWN_BUFFER);

@@ -13,8 +13,6 @@ using canopy::test::vmm_descriptor;
 
 namespace {
 
-constexpr ErrorCode BAD = ErrorCode::INVALID_DESCRIPTOR;
-
 void set_body(BufferDescriptor& d, std::string_view text) {
     d.body = {};
     d.body_len = static_cast<std::uint32_t>(text.size());
@@ -35,13 +33,13 @@ TEST_CASE("valid descriptors of every backend pass the gate", "[protocol]") {
 }
 
 TEST_CASE("a zeroed descriptor is invalid", "[protocol]") {
-    REQUIRE_WIRE_ERROR(validate_descriptor(BufferDescriptor{}), BAD, "magic");
+    REQUIRE_WIRE_ERROR(validate_descriptor(BufferDescriptor{}), ErrorCode::INVALID_DESCRIPTOR, "magic");
 }
 
 TEST_CASE("validate_descriptor rejects a bad magic", "[protocol]") {
     BufferDescriptor d = shm_descriptor();
     d.magic = BUFFER_DESCRIPTOR_MAGIC + 1;
-    REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "magic");
+    REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "magic");
 }
 
 TEST_CASE("validate_descriptor rejects an unknown backend", "[protocol]") {
@@ -49,7 +47,7 @@ TEST_CASE("validate_descriptor rejects an unknown backend", "[protocol]") {
         BufferDescriptor d = shm_descriptor();
         d.backend = raw;
         CAPTURE(raw);
-        const WireError e = REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "backend");
+        const WireError e = REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "backend");
         CHECK_THAT(e.problem(), Catch::Contains(std::to_string(raw)));
     }
 }
@@ -59,7 +57,7 @@ TEST_CASE("validate_descriptor rejects an unknown access", "[protocol]") {
         BufferDescriptor d = shm_descriptor();
         d.access = raw;
         CAPTURE(raw);
-        REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "access");
+        REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "access");
     }
 }
 
@@ -68,35 +66,35 @@ TEST_CASE("validate_descriptor rejects an unknown address space", "[protocol]") 
         BufferDescriptor d = shm_descriptor();
         d.address_space = raw;
         CAPTURE(raw);
-        REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "address_space");
+        REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "address_space");
     }
 }
 
 TEST_CASE("validate_descriptor rejects a host backend stated in device memory", "[protocol]") {
     BufferDescriptor d = shm_descriptor();
     d.address_space = AddressSpace::DEVICE;
-    const WireError e = REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "address_space");
+    const WireError e = REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "address_space");
     CHECK(e.problem() == "backend posix_shm lives in host memory, not device");
 }
 
 TEST_CASE("validate_descriptor rejects a device backend stated in host memory", "[protocol]") {
     BufferDescriptor d = vmm_descriptor(1 << 20, 0);
     d.address_space = AddressSpace::HOST;
-    REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "address_space");
+    REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "address_space");
 }
 
 TEST_CASE("validate_descriptor rejects a host buffer with a device ordinal", "[protocol]") {
     BufferDescriptor d = fork_descriptor();
     d.device = 1;
-    REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "device");
+    REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "device");
 }
 
 TEST_CASE("validate_descriptor rejects a device ordinal out of range", "[protocol]") {
     BufferDescriptor d = vmm_descriptor();
     d.device = MAX_DEVICE_ORDINAL;
-    REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "device");
+    REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "device");
     d.device = UINT32_MAX;
-    REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "device");
+    REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "device");
     d.device = MAX_DEVICE_ORDINAL - 1;
     CHECK_NOTHROW(validate_descriptor(d));
 }
@@ -104,15 +102,15 @@ TEST_CASE("validate_descriptor rejects a device ordinal out of range", "[protoco
 TEST_CASE("validate_descriptor rejects a fork_cow buffer that grants write", "[protocol]") {
     BufferDescriptor d = fork_descriptor(Backend::FORK_COW, Access::READ);
     d.access = Access::WRITE;
-    REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "access");
-    REQUIRE_WIRE_ERROR(make_fork_descriptor(Backend::FORK_COW, test::identity(), 64, Access::WRITE, 4096), BAD,
-                       "access");
+    REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "access");
+    REQUIRE_WIRE_ERROR(make_fork_descriptor(Backend::FORK_COW, test::identity(), 64, Access::WRITE, 4096),
+                       ErrorCode::INVALID_DESCRIPTOR, "access");
 }
 
 TEST_CASE("validate_descriptor rejects a fork_cow buffer that grants readwrite", "[protocol]") {
     BufferDescriptor d = fork_descriptor(Backend::FORK_COW, Access::READ);
     d.access = Access::READWRITE;
-    const WireError e = REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "access");
+    const WireError e = REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "access");
     CHECK_THAT(e.problem(), Catch::Contains("readwrite"));
 }
 
@@ -126,43 +124,45 @@ TEST_CASE("validate_descriptor accepts a read-only fork_shm buffer", "[protocol]
 TEST_CASE("validate_descriptor rejects non-zero reserved0", "[protocol]") {
     BufferDescriptor d = shm_descriptor();
     d.reserved0 = 1;
-    REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "reserved0");
+    REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "reserved0");
 }
 
 TEST_CASE("validate_descriptor rejects non-zero reserved1", "[protocol]") {
     BufferDescriptor d = shm_descriptor();
     d.reserved1 = 0x80000000U;
-    REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "reserved1");
+    REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "reserved1");
 }
 
 TEST_CASE("validate_descriptor rejects non-zero reserved2", "[protocol]") {
     BufferDescriptor d = vmm_descriptor();
     d.reserved2 = 2;
-    REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "reserved2");
+    REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "reserved2");
 }
 
 TEST_CASE("validate_descriptor rejects a size of zero", "[protocol]") {
     BufferDescriptor d = shm_descriptor();
     d.nbytes = 0;
-    REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "nbytes");
-    REQUIRE_WIRE_ERROR(make_vmm_descriptor(Backend::CUDA_VMM, test::identity(), 0, Access::READ, 0), BAD, "nbytes");
+    REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "nbytes");
+    REQUIRE_WIRE_ERROR(make_vmm_descriptor(Backend::CUDA_VMM, test::identity(), 0, Access::READ, 0),
+                       ErrorCode::INVALID_DESCRIPTOR, "nbytes");
 }
 
 TEST_CASE("validate_descriptor rejects an empty shm name", "[protocol]") {
     BufferDescriptor d = shm_descriptor();
     set_body(d, "");
-    REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "body_len");
-    REQUIRE_WIRE_ERROR(make_posix_shm_descriptor(test::identity(), 64, Access::READ, ""), BAD, "body_len");
+    REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "body_len");
+    REQUIRE_WIRE_ERROR(make_posix_shm_descriptor(test::identity(), 64, Access::READ, ""), ErrorCode::INVALID_DESCRIPTOR,
+                       "body_len");
 }
 
 TEST_CASE("validate_descriptor rejects a 32-byte shm name", "[protocol]") {
     BufferDescriptor d = shm_descriptor();
     set_body(d, std::string(32, 'a'));
-    REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "body_len");
-    REQUIRE_WIRE_ERROR(make_posix_shm_descriptor(test::identity(), 64, Access::READ, std::string(32, 'a')), BAD,
-                       "body_len");
-    REQUIRE_WIRE_ERROR(make_posix_shm_descriptor(test::identity(), 64, Access::READ, std::string(33, 'a')), BAD,
-                       "body_len");
+    REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "body_len");
+    REQUIRE_WIRE_ERROR(make_posix_shm_descriptor(test::identity(), 64, Access::READ, std::string(32, 'a')),
+                       ErrorCode::INVALID_DESCRIPTOR, "body_len");
+    REQUIRE_WIRE_ERROR(make_posix_shm_descriptor(test::identity(), 64, Access::READ, std::string(33, 'a')),
+                       ErrorCode::INVALID_DESCRIPTOR, "body_len");
 }
 
 TEST_CASE("validate_descriptor accepts a 31-byte shm name", "[protocol]") {
@@ -174,9 +174,10 @@ TEST_CASE("validate_descriptor accepts a 31-byte shm name", "[protocol]") {
 TEST_CASE("validate_descriptor rejects a shm name containing a slash", "[protocol]") {
     BufferDescriptor d = shm_descriptor();
     set_body(d, "abc/def");
-    const WireError e = REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "body[3]");
+    const WireError e = REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "body[3]");
     CHECK_THAT(e.problem(), Catch::Contains("47"));
-    REQUIRE_WIRE_ERROR(make_posix_shm_descriptor(test::identity(), 64, Access::READ, "/leading"), BAD, "body[0]");
+    REQUIRE_WIRE_ERROR(make_posix_shm_descriptor(test::identity(), 64, Access::READ, "/leading"),
+                       ErrorCode::INVALID_DESCRIPTOR, "body[0]");
 }
 
 TEST_CASE("validate_descriptor rejects a shm name with a non-printable byte", "[protocol]") {
@@ -185,12 +186,12 @@ TEST_CASE("validate_descriptor rejects a shm name with a non-printable byte", "[
         set_body(d, "name");
         d.body[2] = byte;
         CAPTURE(byte);
-        REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "body[2]");
+        REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "body[2]");
     }
     BufferDescriptor d = shm_descriptor();
     set_body(d, "name");
     d.body[1] = 0; // a NUL inside body_len is not the end of the name
-    REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "body[1]");
+    REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "body[1]");
 }
 
 TEST_CASE("validate_descriptor rejects a fork body that is not 8 bytes", "[protocol]") {
@@ -198,7 +199,7 @@ TEST_CASE("validate_descriptor rejects a fork body that is not 8 bytes", "[proto
         BufferDescriptor d = fork_descriptor();
         d.body_len = len;
         CAPTURE(len);
-        REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "body_len");
+        REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "body_len");
     }
 }
 
@@ -207,8 +208,9 @@ TEST_CASE("validate_descriptor rejects a fork base of zero", "[protocol]") {
     for (std::size_t i = 0; i < 8; ++i) {
         d.body[i] = 0;
     }
-    REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "body");
-    REQUIRE_WIRE_ERROR(make_fork_descriptor(Backend::FORK_COW, test::identity(), 64, Access::READ, 0), BAD, "body");
+    REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "body");
+    REQUIRE_WIRE_ERROR(make_fork_descriptor(Backend::FORK_COW, test::identity(), 64, Access::READ, 0),
+                       ErrorCode::INVALID_DESCRIPTOR, "body");
 }
 
 TEST_CASE("validate_descriptor rejects a vmm descriptor with a body", "[protocol]") {
@@ -216,7 +218,7 @@ TEST_CASE("validate_descriptor rejects a vmm descriptor with a body", "[protocol
         BufferDescriptor d = vmm_descriptor(64, 0, backend);
         d.body_len = 1;
         d.body[0] = 'x';
-        REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "body_len");
+        REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "body_len");
     }
 }
 
@@ -225,7 +227,7 @@ TEST_CASE("validate_descriptor rejects a body length past the body array", "[pro
         BufferDescriptor d = shm_descriptor();
         d.body_len = len;
         CAPTURE(len);
-        REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "body_len");
+        REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "body_len");
     }
 }
 
@@ -234,42 +236,42 @@ TEST_CASE("validate_descriptor rejects a non-zero byte past body_len", "[protoco
         BufferDescriptor d = shm_descriptor();
         set_body(d, "abc");
         d.body[5] = 1;
-        REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "body[5]");
+        REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "body[5]");
     }
     SECTION("posix_shm, the byte right after the name") {
         BufferDescriptor d = shm_descriptor();
         set_body(d, "abc");
         d.body[3] = 'd';
-        REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "body[3]");
+        REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "body[3]");
     }
     SECTION("fork") {
         BufferDescriptor d = fork_descriptor();
         d.body[8] = 0xff;
-        REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "body[8]");
+        REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "body[8]");
     }
     SECTION("vmm, the last byte") {
         BufferDescriptor d = vmm_descriptor();
         d.body[31] = 1;
-        REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "body[31]");
+        REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "body[31]");
     }
 }
 
 TEST_CASE("validate_descriptor rejects an all-zero owner instance", "[protocol]") {
     BufferDescriptor d = shm_descriptor();
     d.identity.owner_instance = {};
-    REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "identity.owner_instance");
+    REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "identity.owner_instance");
 }
 
 TEST_CASE("validate_descriptor rejects identity generation zero", "[protocol]") {
     BufferDescriptor d = shm_descriptor();
     d.identity.generation = 0;
-    REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "identity.generation");
+    REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "identity.generation");
 }
 
 TEST_CASE("validate_descriptor rejects non-zero identity reserved bytes", "[protocol]") {
     BufferDescriptor d = vmm_descriptor();
     d.identity.reserved = 1;
-    REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "identity.reserved");
+    REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "identity.reserved");
 }
 
 TEST_CASE("validate_descriptor_as prefixes fields and carries the given code", "[protocol]") {
@@ -396,7 +398,7 @@ TEST_CASE("the first bad byte of a shm name is the one named", "[protocol]") {
     set_body(d, "abcdefghijklmnopqrstuvwxyz");
     d.body[20] = '/';
     d.body[9] = 0x7f;
-    REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "body[9]");
+    REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR, "body[9]");
 }
 
 TEST_CASE("the body tail gate checks every position past body_len", "[protocol]") {
@@ -418,14 +420,16 @@ TEST_CASE("the body tail gate checks every position past body_len", "[protocol]"
                 BufferDescriptor d = c.d;
                 d.body[pos] = byte;
                 CAPTURE(c.first_free, pos, byte);
-                REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "body[" + std::to_string(pos) + "]");
+                REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR,
+                                   "body[" + std::to_string(pos) + "]");
             }
         }
         BufferDescriptor d = c.d;
         d.body[DESCRIPTOR_BODY_CAPACITY - 1] = 1;
         if (c.first_free < DESCRIPTOR_BODY_CAPACITY - 2) {
             d.body[c.first_free + 1] = 2; // two bad bytes: the first is named
-            REQUIRE_WIRE_ERROR(validate_descriptor(d), BAD, "body[" + std::to_string(c.first_free + 1) + "]");
+            REQUIRE_WIRE_ERROR(validate_descriptor(d), ErrorCode::INVALID_DESCRIPTOR,
+                               "body[" + std::to_string(c.first_free + 1) + "]");
         }
     }
 }

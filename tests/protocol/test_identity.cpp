@@ -11,7 +11,6 @@ using namespace canopy;
 
 namespace {
 
-constexpr ErrorCode BAD = ErrorCode::INVALID_DESCRIPTOR;
 constexpr std::string_view OWNER = "00112233445566778899aabbccddeeff";
 
 std::string with_owner(std::string_view rest) {
@@ -116,21 +115,22 @@ TEST_CASE("parse_identity refuses malformed spellings", "[protocol]") {
     };
     for (const std::string& text : refused) {
         CAPTURE(text);
-        REQUIRE_WIRE_ERROR(parse_identity(text), BAD, "identity");
+        REQUIRE_WIRE_ERROR(parse_identity(text), ErrorCode::INVALID_DESCRIPTOR, "identity");
     }
 }
 
 TEST_CASE("parse_identity refuses generation 0", "[protocol]") {
-    REQUIRE_WIRE_ERROR(parse_identity(with_owner(".42.0")), BAD, "identity.generation");
+    REQUIRE_WIRE_ERROR(parse_identity(with_owner(".42.0")), ErrorCode::INVALID_DESCRIPTOR, "identity.generation");
 }
 
 TEST_CASE("parse_identity refuses an all-zero owner", "[protocol]") {
-    REQUIRE_WIRE_ERROR(parse_identity("00000000000000000000000000000000.42.1"), BAD, "identity.owner_instance");
+    REQUIRE_WIRE_ERROR(parse_identity("00000000000000000000000000000000.42.1"), ErrorCode::INVALID_DESCRIPTOR,
+                       "identity.owner_instance");
 }
 
 TEST_CASE("parse_identity quotes a bounded part of what it refuses", "[protocol]") {
     const std::string long_text(10000, 'a');
-    const WireError e = REQUIRE_WIRE_ERROR(parse_identity(long_text), BAD, "identity");
+    const WireError e = REQUIRE_WIRE_ERROR(parse_identity(long_text), ErrorCode::INVALID_DESCRIPTOR, "identity");
     CHECK(e.problem().size() < 200);
 }
 
@@ -142,7 +142,7 @@ TEST_CASE("validate_identity accepts a valid identity", "[protocol]") {
 TEST_CASE("validate_identity rejects an all-zero owner instance", "[protocol]") {
     CanonicalIdentity id = test::identity();
     id.owner_instance = {};
-    REQUIRE_WIRE_ERROR(validate_identity(id), BAD, "identity.owner_instance");
+    REQUIRE_WIRE_ERROR(validate_identity(id), ErrorCode::INVALID_DESCRIPTOR, "identity.owner_instance");
     id.owner_instance[15] = 1;
     CHECK_NOTHROW(validate_identity(id));
 }
@@ -150,13 +150,13 @@ TEST_CASE("validate_identity rejects an all-zero owner instance", "[protocol]") 
 TEST_CASE("validate_identity rejects generation 0", "[protocol]") {
     CanonicalIdentity id = test::identity();
     id.generation = 0;
-    REQUIRE_WIRE_ERROR(validate_identity(id), BAD, "identity.generation");
+    REQUIRE_WIRE_ERROR(validate_identity(id), ErrorCode::INVALID_DESCRIPTOR, "identity.generation");
 }
 
 TEST_CASE("validate_identity rejects non-zero reserved bytes", "[protocol]") {
     CanonicalIdentity id = test::identity();
     id.reserved = 0x100;
-    REQUIRE_WIRE_ERROR(validate_identity(id), BAD, "identity.reserved");
+    REQUIRE_WIRE_ERROR(validate_identity(id), ErrorCode::INVALID_DESCRIPTOR, "identity.reserved");
 }
 
 TEST_CASE("validate_identity_as prefixes the field and carries the code", "[protocol]") {

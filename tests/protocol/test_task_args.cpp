@@ -14,7 +14,6 @@ using canopy::test::put_u32;
 
 namespace {
 
-constexpr ErrorCode BAD = ErrorCode::INVALID_TENSOR;
 constexpr std::size_t TENSOR0 = 16;       // first tensor record
 constexpr std::size_t TENSOR1 = 16 + 184; // second tensor record
 constexpr std::size_t VIEW = 8;           // the Tensor inside a record
@@ -123,7 +122,7 @@ TEST_CASE("encode_task_args_into writes into caller storage", "[protocol]") {
 TEST_CASE("encode_task_args_into refuses storage that is too small", "[protocol]") {
     const TaskArgs args = sample_args();
     std::vector<std::byte> storage(task_args_size(args) - 1);
-    REQUIRE_WIRE_ERROR(encode_task_args_into(args, storage), BAD, "header.total_len");
+    REQUIRE_WIRE_ERROR(encode_task_args_into(args, storage), ErrorCode::INVALID_TENSOR, "header.total_len");
 }
 
 // ---- decode rejections ----
@@ -133,29 +132,29 @@ TEST_CASE("decode rejects a blob shorter than the header", "[protocol]") {
         std::vector<std::byte> blob = sample_blob();
         blob.resize(n);
         CAPTURE(n);
-        REQUIRE_WIRE_ERROR(decode_task_args(blob), BAD, "header");
+        REQUIRE_WIRE_ERROR(decode_task_args(blob), ErrorCode::INVALID_TENSOR, "header");
     }
-    REQUIRE_WIRE_ERROR(decode_task_args(std::span<const std::byte>{}), BAD, "header");
+    REQUIRE_WIRE_ERROR(decode_task_args(std::span<const std::byte>{}), ErrorCode::INVALID_TENSOR, "header");
 }
 
 TEST_CASE("decode rejects a bad magic", "[protocol]") {
     std::vector<std::byte> blob = sample_blob();
     put_u32(blob, 0, BUFFER_DESCRIPTOR_MAGIC);
-    REQUIRE_WIRE_ERROR(decode_task_args(blob), BAD, "header.magic");
+    REQUIRE_WIRE_ERROR(decode_task_args(blob), ErrorCode::INVALID_TENSOR, "header.magic");
 }
 
 TEST_CASE("decode rejects an unsupported version", "[protocol]") {
     for (const std::uint16_t version : std::initializer_list<std::uint16_t>{0, 2, 0xffff}) {
         std::vector<std::byte> blob = sample_blob();
         put_u16(blob, 4, version);
-        REQUIRE_WIRE_ERROR(decode_task_args(blob), BAD, "header.version");
+        REQUIRE_WIRE_ERROR(decode_task_args(blob), ErrorCode::INVALID_TENSOR, "header.version");
     }
 }
 
 TEST_CASE("decode rejects non-zero header reserved bytes", "[protocol]") {
     std::vector<std::byte> blob = sample_blob();
     put_u16(blob, 6, 0x0100);
-    REQUIRE_WIRE_ERROR(decode_task_args(blob), BAD, "header.reserved");
+    REQUIRE_WIRE_ERROR(decode_task_args(blob), ErrorCode::INVALID_TENSOR, "header.reserved");
 }
 
 TEST_CASE("decode rejects a total_len that differs from the blob size", "[protocol]") {
@@ -164,7 +163,7 @@ TEST_CASE("decode rejects a total_len that differs from the blob size", "[protoc
     for (const std::uint32_t total : {0U, size - 1, size + 1, UINT32_MAX}) {
         put_u32(blob, 8, total);
         CAPTURE(total);
-        REQUIRE_WIRE_ERROR(decode_task_args(blob), BAD, "header.total_len");
+        REQUIRE_WIRE_ERROR(decode_task_args(blob), ErrorCode::INVALID_TENSOR, "header.total_len");
     }
 }
 
@@ -174,9 +173,9 @@ TEST_CASE("decode rejects a tensor count over the limit", "[protocol]") {
     put_u16(blob, 4, TASK_ARGS_VERSION);
     put_u32(blob, 8, 16);
     put_u16(blob, 12, MAX_TENSOR_ARGS + 1);
-    REQUIRE_WIRE_ERROR(decode_task_args(blob), BAD, "header.tensor_count");
+    REQUIRE_WIRE_ERROR(decode_task_args(blob), ErrorCode::INVALID_TENSOR, "header.tensor_count");
     put_u16(blob, 12, 0xffff);
-    REQUIRE_WIRE_ERROR(decode_task_args(blob), BAD, "header.tensor_count");
+    REQUIRE_WIRE_ERROR(decode_task_args(blob), ErrorCode::INVALID_TENSOR, "header.tensor_count");
 }
 
 TEST_CASE("decode rejects a scalar count over the limit", "[protocol]") {
@@ -185,27 +184,27 @@ TEST_CASE("decode rejects a scalar count over the limit", "[protocol]") {
     put_u16(blob, 4, TASK_ARGS_VERSION);
     put_u32(blob, 8, 16);
     put_u16(blob, 14, MAX_SCALAR_ARGS + 1);
-    REQUIRE_WIRE_ERROR(decode_task_args(blob), BAD, "header.scalar_count");
+    REQUIRE_WIRE_ERROR(decode_task_args(blob), ErrorCode::INVALID_TENSOR, "header.scalar_count");
 }
 
 TEST_CASE("decode rejects counts that do not match the blob size", "[protocol]") {
     std::vector<std::byte> blob = sample_blob();
     put_u16(blob, 12, 4); // one tensor more than the blob holds
-    REQUIRE_WIRE_ERROR(decode_task_args(blob), BAD, "header.total_len");
+    REQUIRE_WIRE_ERROR(decode_task_args(blob), ErrorCode::INVALID_TENSOR, "header.total_len");
     blob = sample_blob();
     put_u16(blob, 14, 2); // one scalar fewer than the blob holds
-    REQUIRE_WIRE_ERROR(decode_task_args(blob), BAD, "header.total_len");
+    REQUIRE_WIRE_ERROR(decode_task_args(blob), ErrorCode::INVALID_TENSOR, "header.total_len");
 }
 
 TEST_CASE("decode rejects trailing bytes", "[protocol]") {
     std::vector<std::byte> blob = sample_blob();
     blob.push_back(std::byte{0});
     put_u32(blob, 8, static_cast<std::uint32_t>(blob.size()));
-    const WireError e = REQUIRE_WIRE_ERROR(decode_task_args(blob), BAD, "header.total_len");
+    const WireError e = REQUIRE_WIRE_ERROR(decode_task_args(blob), ErrorCode::INVALID_TENSOR, "header.total_len");
     CHECK_THAT(e.problem(), Catch::Contains(std::to_string(blob.size())));
     blob.resize(blob.size() + 15);
     put_u32(blob, 8, static_cast<std::uint32_t>(blob.size())); // a scalar's worth of junk
-    REQUIRE_WIRE_ERROR(decode_task_args(blob), BAD, "header.total_len");
+    REQUIRE_WIRE_ERROR(decode_task_args(blob), ErrorCode::INVALID_TENSOR, "header.total_len");
 }
 
 TEST_CASE("decode rejects an unknown tensor tag", "[protocol]") {
@@ -213,7 +212,7 @@ TEST_CASE("decode rejects an unknown tensor tag", "[protocol]") {
         std::vector<std::byte> blob = sample_blob();
         blob[TENSOR1] = std::byte{tag};
         CAPTURE(tag);
-        REQUIRE_WIRE_ERROR(decode_task_args(blob), BAD, "args[1].tag");
+        REQUIRE_WIRE_ERROR(decode_task_args(blob), ErrorCode::INVALID_TENSOR, "args[1].tag");
     }
 }
 
@@ -222,7 +221,7 @@ TEST_CASE("decode rejects non-zero tensor record reserved bytes", "[protocol]") 
         std::vector<std::byte> blob = sample_blob();
         blob[TENSOR0 + i] = std::byte{1};
         CAPTURE(i);
-        REQUIRE_WIRE_ERROR(decode_task_args(blob), BAD, "args[0].reserved");
+        REQUIRE_WIRE_ERROR(decode_task_args(blob), ErrorCode::INVALID_TENSOR, "args[0].reserved");
     }
 }
 
@@ -231,7 +230,7 @@ TEST_CASE("decode rejects an unknown scalar kind", "[protocol]") {
         std::vector<std::byte> blob = sample_blob();
         blob[SCALARS + 16] = std::byte{kind};
         CAPTURE(kind);
-        REQUIRE_WIRE_ERROR(decode_task_args(blob), BAD, "scalars[1].kind");
+        REQUIRE_WIRE_ERROR(decode_task_args(blob), ErrorCode::INVALID_TENSOR, "scalars[1].kind");
     }
 }
 
@@ -239,17 +238,17 @@ TEST_CASE("decode rejects non-zero scalar record reserved bytes", "[protocol]") 
     for (std::size_t i = 1; i < 8; ++i) {
         std::vector<std::byte> blob = sample_blob();
         blob[SCALARS + 32 + i] = std::byte{0x80};
-        REQUIRE_WIRE_ERROR(decode_task_args(blob), BAD, "scalars[2].reserved");
+        REQUIRE_WIRE_ERROR(decode_task_args(blob), ErrorCode::INVALID_TENSOR, "scalars[2].reserved");
     }
 }
 
 TEST_CASE("decode rejects a float32 scalar with high bits set", "[protocol]") {
     std::vector<std::byte> blob = sample_blob();
     blob[SCALARS + 8 + 4] = std::byte{1};
-    REQUIRE_WIRE_ERROR(decode_task_args(blob), BAD, "scalars[0].value");
+    REQUIRE_WIRE_ERROR(decode_task_args(blob), ErrorCode::INVALID_TENSOR, "scalars[0].value");
     blob = sample_blob();
     blob[SCALARS + 15] = std::byte{0x80};
-    REQUIRE_WIRE_ERROR(decode_task_args(blob), BAD, "scalars[0].value");
+    REQUIRE_WIRE_ERROR(decode_task_args(blob), ErrorCode::INVALID_TENSOR, "scalars[0].value");
 }
 
 TEST_CASE("decode accepts any bit pattern in float64 and int64 scalars", "[protocol]") {
@@ -268,23 +267,23 @@ TEST_CASE("decode rejects an invalid tensor and names its argument", "[protocol]
     SECTION("a stride of zero") {
         std::vector<std::byte> blob = sample_blob();
         put_u32(blob, field_at(TENSOR1, offsetof(Tensor, strides)), 0);
-        const WireError e = REQUIRE_WIRE_ERROR(decode_task_args(blob), BAD, "args[1].strides[0]");
+        const WireError e = REQUIRE_WIRE_ERROR(decode_task_args(blob), ErrorCode::INVALID_TENSOR, "args[1].strides[0]");
         CHECK(std::string(e.what()) == "args[1].strides[0]: stride must be > 0");
     }
     SECTION("a bad descriptor magic") {
         std::vector<std::byte> blob = sample_blob();
         blob[field_at(TENSOR0, 0)] = std::byte{0};
-        REQUIRE_WIRE_ERROR(decode_task_args(blob), BAD, "args[0].buffer.magic");
+        REQUIRE_WIRE_ERROR(decode_task_args(blob), ErrorCode::INVALID_TENSOR, "args[0].buffer.magic");
     }
     SECTION("a stale identity generation") {
         std::vector<std::byte> blob = sample_blob();
         put_u32(blob, field_at(TENSOR1, offsetof(Tensor, buffer) + offsetof(BufferDescriptor, identity) + 24), 0);
-        REQUIRE_WIRE_ERROR(decode_task_args(blob), BAD, "args[1].buffer.identity.generation");
+        REQUIRE_WIRE_ERROR(decode_task_args(blob), ErrorCode::INVALID_TENSOR, "args[1].buffer.identity.generation");
     }
     SECTION("a view past the end of its buffer") {
         std::vector<std::byte> blob = sample_blob();
         put_u32(blob, field_at(TENSOR0, offsetof(Tensor, shapes)), 1000);
-        REQUIRE_WIRE_ERROR(decode_task_args(blob), BAD, "args[0].extent");
+        REQUIRE_WIRE_ERROR(decode_task_args(blob), ErrorCode::INVALID_TENSOR, "args[0].extent");
     }
     SECTION("an overflowing view") {
         std::vector<std::byte> blob = sample_blob();
@@ -295,13 +294,13 @@ TEST_CASE("decode rejects an invalid tensor and names its argument", "[protocol]
         put_u32(blob, field_at(TENSOR0, offsetof(Tensor, shapes) + 8), UINT32_MAX);
         put_u32(blob, field_at(TENSOR0, offsetof(Tensor, strides) + 8), UINT32_MAX);
         blob[field_at(TENSOR0, offsetof(Tensor, ndims))] = std::byte{3};
-        const WireError e = REQUIRE_WIRE_ERROR(decode_task_args(blob), BAD, "args[0].extent");
+        const WireError e = REQUIRE_WIRE_ERROR(decode_task_args(blob), ErrorCode::INVALID_TENSOR, "args[0].extent");
         CHECK(e.problem() == "view extent overflows 64 bits");
     }
     SECTION("an unknown dtype in the third argument") {
         std::vector<std::byte> blob = sample_blob();
         blob[field_at(TENSOR1 + 184, offsetof(Tensor, dtype))] = std::byte{0};
-        REQUIRE_WIRE_ERROR(decode_task_args(blob), BAD, "args[2].dtype");
+        REQUIRE_WIRE_ERROR(decode_task_args(blob), ErrorCode::INVALID_TENSOR, "args[2].dtype");
     }
 }
 
@@ -310,40 +309,40 @@ TEST_CASE("decode rejects an invalid tensor and names its argument", "[protocol]
 TEST_CASE("encode rejects more tensors than the limit", "[protocol]") {
     TaskArgs args;
     args.tensors.assign(MAX_TENSOR_ARGS + 1, sample_args().tensors[0]);
-    REQUIRE_WIRE_ERROR(encode_task_args(args), BAD, "header.tensor_count");
+    REQUIRE_WIRE_ERROR(encode_task_args(args), ErrorCode::INVALID_TENSOR, "header.tensor_count");
 }
 
 TEST_CASE("encode rejects more scalars than the limit", "[protocol]") {
     TaskArgs args;
     args.scalars.assign(MAX_SCALAR_ARGS + 1, ScalarArg::i64(1));
-    REQUIRE_WIRE_ERROR(encode_task_args(args), BAD, "header.scalar_count");
+    REQUIRE_WIRE_ERROR(encode_task_args(args), ErrorCode::INVALID_TENSOR, "header.scalar_count");
 }
 
 TEST_CASE("encode rejects an unknown tag", "[protocol]") {
     TaskArgs args = sample_args();
     args.tensors[2].tag = static_cast<TensorTag>(0);
-    REQUIRE_WIRE_ERROR(encode_task_args(args), BAD, "args[2].tag");
+    REQUIRE_WIRE_ERROR(encode_task_args(args), ErrorCode::INVALID_TENSOR, "args[2].tag");
 }
 
 TEST_CASE("encode rejects an invalid tensor and names its argument", "[protocol]") {
     TaskArgs args = sample_args();
     args.tensors[1].tensor.strides[0] = 0;
-    REQUIRE_WIRE_ERROR(encode_task_args(args), BAD, "args[1].strides[0]");
+    REQUIRE_WIRE_ERROR(encode_task_args(args), ErrorCode::INVALID_TENSOR, "args[1].strides[0]");
     args = sample_args();
     args.tensors[0].tensor.buffer.body[31] = 1;
-    REQUIRE_WIRE_ERROR(encode_task_args(args), BAD, "args[0].buffer.body[31]");
+    REQUIRE_WIRE_ERROR(encode_task_args(args), ErrorCode::INVALID_TENSOR, "args[0].buffer.body[31]");
 }
 
 TEST_CASE("encode rejects an unknown scalar kind", "[protocol]") {
     TaskArgs args = sample_args();
     args.scalars[1].kind = static_cast<ScalarKind>(7);
-    REQUIRE_WIRE_ERROR(encode_task_args(args), BAD, "scalars[1].kind");
+    REQUIRE_WIRE_ERROR(encode_task_args(args), ErrorCode::INVALID_TENSOR, "scalars[1].kind");
 }
 
 TEST_CASE("encode rejects a float32 scalar with high bits set", "[protocol]") {
     TaskArgs args = sample_args();
     args.scalars[0].bits |= 1ULL << 40;
-    REQUIRE_WIRE_ERROR(encode_task_args(args), BAD, "scalars[0].value");
+    REQUIRE_WIRE_ERROR(encode_task_args(args), ErrorCode::INVALID_TENSOR, "scalars[0].value");
 }
 
 // ---- scalars and tags ----

@@ -13,8 +13,6 @@ using canopy::test::u128;
 
 namespace {
 
-constexpr ErrorCode BAD = ErrorCode::INVALID_TENSOR;
-
 // A valid 2-D float32 view: extent ((3*16 + 7*2) + 1) * 4 = 252 bytes at offset 64 of a 4096-byte buffer.
 Tensor valid_view() {
     return raw_tensor(shm_descriptor(4096), DataType::FLOAT32, {4, 8}, {16, 2}, 64);
@@ -29,39 +27,39 @@ TEST_CASE("a valid strided view passes the gate", "[protocol]") {
 }
 
 TEST_CASE("a zeroed tensor is invalid", "[protocol]") {
-    REQUIRE_WIRE_ERROR(validate_tensor(Tensor{}), BAD, "buffer.magic");
+    REQUIRE_WIRE_ERROR(validate_tensor(Tensor{}), ErrorCode::INVALID_TENSOR, "buffer.magic");
 }
 
 TEST_CASE("validate_tensor names embedded descriptor fields with a buffer prefix", "[protocol]") {
     SECTION("magic") {
         Tensor t = valid_view();
         t.buffer.magic = 0;
-        REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "buffer.magic");
+        REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "buffer.magic");
     }
     SECTION("backend") {
         Tensor t = valid_view();
         t.buffer.backend = std::uint8_t{9};
-        REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "buffer.backend");
+        REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "buffer.backend");
     }
     SECTION("access") {
         Tensor t = valid_view();
         t.buffer.access = std::uint8_t{0};
-        REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "buffer.access");
+        REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "buffer.access");
     }
     SECTION("nbytes") {
         Tensor t = valid_view();
         t.buffer.nbytes = 0;
-        REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "buffer.nbytes");
+        REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "buffer.nbytes");
     }
     SECTION("body") {
         Tensor t = valid_view();
         t.buffer.body[30] = 1;
-        REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "buffer.body[30]");
+        REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "buffer.body[30]");
     }
     SECTION("identity") {
         Tensor t = valid_view();
         t.buffer.identity.generation = 0;
-        REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "buffer.identity.generation");
+        REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "buffer.identity.generation");
     }
 }
 
@@ -70,7 +68,7 @@ TEST_CASE("validate_tensor rejects an unknown dtype", "[protocol]") {
         Tensor t = valid_view();
         t.dtype = raw;
         CAPTURE(raw);
-        const WireError e = REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "dtype");
+        const WireError e = REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "dtype");
         CHECK(e.problem() == "unknown dtype " + std::to_string(raw));
     }
 }
@@ -79,36 +77,36 @@ TEST_CASE("validate_tensor rejects non-zero reserved bytes", "[protocol]") {
     for (std::size_t i = 0; i < 6; ++i) {
         Tensor t = valid_view();
         t.reserved[i] = 0x10;
-        REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "reserved[" + std::to_string(i) + "]");
+        REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "reserved[" + std::to_string(i) + "]");
     }
 }
 
 TEST_CASE("validate_tensor rejects ndims 0", "[protocol]") {
     Tensor t = raw_tensor(shm_descriptor(), DataType::FLOAT32, {}, {});
-    REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "ndims");
+    REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "ndims");
 }
 
 TEST_CASE("validate_tensor rejects ndims 9", "[protocol]") {
     Tensor t = raw_tensor(shm_descriptor(), DataType::UINT8, {1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1, 1});
     CHECK_NOTHROW(validate_tensor(t));
     t.ndims = 9;
-    const WireError e = REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "ndims");
+    const WireError e = REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "ndims");
     CHECK(e.problem() == "ndims must be 1..8, got 9");
     t.ndims = 255;
-    REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "ndims");
+    REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "ndims");
 }
 
 TEST_CASE("validate_tensor rejects a shape of zero", "[protocol]") {
     Tensor t = valid_view();
     t.shapes[1] = 0;
-    const WireError e = REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "shapes[1]");
+    const WireError e = REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "shapes[1]");
     CHECK(e.problem() == "shape must be > 0");
 }
 
 TEST_CASE("validate_tensor rejects a stride of zero", "[protocol]") {
     Tensor t = valid_view();
     t.strides[0] = 0;
-    const WireError e = REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "strides[0]");
+    const WireError e = REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "strides[0]");
     CHECK(std::string(e.what()) == "strides[0]: stride must be > 0");
 }
 
@@ -116,7 +114,7 @@ TEST_CASE("validate_tensor rejects a non-zero shape slot past ndims", "[protocol
     for (std::size_t i = 2; i < MAX_DIMS; ++i) {
         Tensor t = valid_view();
         t.shapes[i] = 1;
-        REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "shapes[" + std::to_string(i) + "]");
+        REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "shapes[" + std::to_string(i) + "]");
     }
 }
 
@@ -124,7 +122,7 @@ TEST_CASE("validate_tensor rejects a non-zero stride slot past ndims", "[protoco
     for (std::size_t i = 2; i < MAX_DIMS; ++i) {
         Tensor t = valid_view();
         t.strides[i] = 1;
-        REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "strides[" + std::to_string(i) + "]");
+        REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "strides[" + std::to_string(i) + "]");
     }
 }
 
@@ -133,41 +131,41 @@ TEST_CASE("validate_tensor rejects a byte offset that is not a multiple of the e
         Tensor t = valid_view();
         t.byte_offset = offset;
         CAPTURE(offset);
-        REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "byte_offset");
+        REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "byte_offset");
     }
     Tensor t = raw_tensor(shm_descriptor(), DataType::FLOAT64, {2}, {1}, 4);
-    REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "byte_offset");
+    REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "byte_offset");
     t.byte_offset = 8;
     CHECK_NOTHROW(validate_tensor(t));
 }
 
 TEST_CASE("validate_tensor rejects a byte offset past the end of the buffer", "[protocol]") {
     Tensor t = raw_tensor(shm_descriptor(4096), DataType::FLOAT32, {1}, {1}, 4100);
-    const WireError e = REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "byte_offset");
+    const WireError e = REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "byte_offset");
     CHECK_THAT(e.problem(), Catch::Contains("4100") && Catch::Contains("4096"));
     t.byte_offset = UINT64_MAX - 3;
-    REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "byte_offset");
+    REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "byte_offset");
 }
 
 TEST_CASE("validate_tensor rejects a view whose extent runs past the end", "[protocol]") {
     Tensor t = raw_tensor(shm_descriptor(4096), DataType::FLOAT32, {1024}, {1}, 0);
     CHECK_NOTHROW(validate_tensor(t));
     t.shapes[0] = 1025;
-    REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "extent");
+    REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "extent");
     t.shapes[0] = 1023;
     t.byte_offset = 4;
     CHECK_NOTHROW(validate_tensor(t));
     t.byte_offset = 8;
-    REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "extent");
+    REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "extent");
     t.shapes[0] = 1;
     t.byte_offset = 4096; // at the end: one element does not fit
-    REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "extent");
+    REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "extent");
 }
 
 TEST_CASE("validate_tensor rejects a view whose end wraps past 2^64", "[protocol]") {
     // offset + extent = 2^64: a wrapping addition would give 0 and pass a naive bound check.
     Tensor t = raw_tensor(shm_descriptor(UINT64_MAX), DataType::FLOAT32, {1}, {1}, UINT64_MAX - 3);
-    REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "extent");
+    REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "extent");
     t.byte_offset = UINT64_MAX - 7; // ends at 2^64 - 4: fits
     CHECK_NOTHROW(validate_tensor(t));
 }
@@ -176,16 +174,17 @@ TEST_CASE("validate_tensor refuses an extent that overflows 64 bits by name", "[
     // (2^31 * 2^31 + 1) * 4 = 2^64 + 4.
     const Tensor t = raw_tensor(shm_descriptor(4), DataType::FLOAT32, {2147483649U}, {2147483648U});
     CHECK(tensor_extent_bytes(t) == UINT64_MAX);
-    const WireError e = REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "extent");
+    const WireError e = REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "extent");
     CHECK(e.problem() == "view extent overflows 64 bits");
     CHECK_THAT(std::string(e.what()), Catch::Contains("view extent overflows 64 bits"));
 }
 
 TEST_CASE("an overflowing extent is refused even over the largest buffer", "[protocol]") {
     Tensor t = raw_tensor(shm_descriptor(UINT64_MAX), DataType::FLOAT32, {2147483649U}, {2147483648U});
-    const WireError e = REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "extent");
+    const WireError e = REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "extent");
     CHECK(e.problem() == "view extent overflows 64 bits");
-    REQUIRE_WIRE_ERROR(make_tensor(shm_descriptor(4), DataType::FLOAT32, {2147483649U}, {2147483648U}), BAD, "extent");
+    REQUIRE_WIRE_ERROR(make_tensor(shm_descriptor(4), DataType::FLOAT32, {2147483649U}, {2147483648U}),
+                       ErrorCode::INVALID_TENSOR, "extent");
 }
 
 TEST_CASE("an extent whose sum of products overflows saturates", "[protocol]") {
@@ -194,7 +193,7 @@ TEST_CASE("an extent whose sum of products overflows saturates", "[protocol]") {
     t.shapes.fill(UINT32_MAX);
     t.strides.fill(UINT32_MAX);
     CHECK(tensor_extent_bytes(t) == UINT64_MAX);
-    const WireError e = REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "extent");
+    const WireError e = REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "extent");
     CHECK(e.problem() == "view extent overflows 64 bits");
 }
 
@@ -205,7 +204,7 @@ TEST_CASE("an extent of exactly 2^64 - 1 bytes reads as overflow", "[protocol]")
                                 {UINT32_MAX, UINT32_MAX, 1});
     REQUIRE(test::reference_extent(t) == u128{UINT64_MAX});
     CHECK(tensor_extent_bytes(t) == UINT64_MAX);
-    REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "extent");
+    REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "extent");
 }
 
 TEST_CASE("the largest representable extent is accepted over a buffer that holds it", "[protocol]") {
@@ -269,21 +268,25 @@ TEST_CASE("make_tensor fills row-major strides", "[protocol]") {
 }
 
 TEST_CASE("make_tensor rejects a stride count that does not match the shapes", "[protocol]") {
-    REQUIRE_WIRE_ERROR(make_tensor(shm_descriptor(), DataType::FLOAT32, {2, 3}, {1}), BAD, "strides");
+    REQUIRE_WIRE_ERROR(make_tensor(shm_descriptor(), DataType::FLOAT32, {2, 3}, {1}), ErrorCode::INVALID_TENSOR,
+                       "strides");
 }
 
 TEST_CASE("make_tensor rejects zero and nine dimensions", "[protocol]") {
-    REQUIRE_WIRE_ERROR(make_tensor(shm_descriptor(), DataType::FLOAT32, {}), BAD, "ndims");
-    REQUIRE_WIRE_ERROR(make_tensor(shm_descriptor(), DataType::INT8, {1, 1, 1, 1, 1, 1, 1, 1, 1}), BAD, "ndims");
+    REQUIRE_WIRE_ERROR(make_tensor(shm_descriptor(), DataType::FLOAT32, {}), ErrorCode::INVALID_TENSOR, "ndims");
+    REQUIRE_WIRE_ERROR(make_tensor(shm_descriptor(), DataType::INT8, {1, 1, 1, 1, 1, 1, 1, 1, 1}),
+                       ErrorCode::INVALID_TENSOR, "ndims");
 }
 
 TEST_CASE("make_tensor rejects a row-major stride that does not fit in 32 bits", "[protocol]") {
-    REQUIRE_WIRE_ERROR(make_tensor(shm_descriptor(UINT64_MAX), DataType::INT8, {2, 65536, 65536}), BAD, "strides[0]");
+    REQUIRE_WIRE_ERROR(make_tensor(shm_descriptor(UINT64_MAX), DataType::INT8, {2, 65536, 65536}),
+                       ErrorCode::INVALID_TENSOR, "strides[0]");
 }
 
 TEST_CASE("make_tensor runs the gate", "[protocol]") {
-    REQUIRE_WIRE_ERROR(make_tensor(shm_descriptor(16), DataType::FLOAT32, {5}), BAD, "extent");
-    REQUIRE_WIRE_ERROR(make_tensor(shm_descriptor(16), DataType::FLOAT32, {2}, {0}), BAD, "strides[0]");
+    REQUIRE_WIRE_ERROR(make_tensor(shm_descriptor(16), DataType::FLOAT32, {5}), ErrorCode::INVALID_TENSOR, "extent");
+    REQUIRE_WIRE_ERROR(make_tensor(shm_descriptor(16), DataType::FLOAT32, {2}, {0}), ErrorCode::INVALID_TENSOR,
+                       "strides[0]");
 }
 
 TEST_CASE("tensors that differ in any single byte compare unequal", "[protocol]") {
@@ -357,18 +360,18 @@ TEST_CASE("the dimension gate names the first bad slot for every ndims", "[proto
             Tensor t = base;
             if (i < ndims) {
                 t.shapes[i] = 0;
-                REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "shapes" + slot);
+                REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "shapes" + slot);
                 t = base;
                 t.strides[i] = 0;
-                REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "strides" + slot);
+                REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "strides" + slot);
                 t.shapes[i] = 0; // both zero: the shape is named first
-                REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "shapes" + slot);
+                REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "shapes" + slot);
             } else {
                 t.shapes[i] = 0x80000000U;
-                REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "shapes" + slot);
+                REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "shapes" + slot);
                 t = base;
                 t.strides[i] = 1;
-                REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "strides" + slot);
+                REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "strides" + slot);
             }
         }
     }
@@ -379,17 +382,17 @@ TEST_CASE("the dimension gate reports slots in order", "[protocol]") {
     t.shapes[2] = 0;
     t.strides[1] = 0;
     t.shapes[5] = 1;
-    REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "strides[1]");
+    REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "strides[1]");
     t.strides[1] = 2;
-    REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "shapes[2]");
+    REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "shapes[2]");
     t.shapes[2] = 2;
     t.strides[4] = 9;
-    REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "strides[4]");
+    REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "strides[4]");
 }
 
 TEST_CASE("the first non-zero reserved byte is the one named", "[protocol]") {
     Tensor t = valid_view();
     t.reserved[5] = 1;
     t.reserved[3] = 1;
-    REQUIRE_WIRE_ERROR(validate_tensor(t), BAD, "reserved[3]");
+    REQUIRE_WIRE_ERROR(validate_tensor(t), ErrorCode::INVALID_TENSOR, "reserved[3]");
 }

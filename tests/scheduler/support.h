@@ -1,12 +1,13 @@
 #pragma once
-// Helpers shared by the scheduler tests: buffers and views, task arguments, a byte-set oracle, and a check
-// for a WireError's exact code, field and message. Header-only; test code only.
+// Helpers shared by the scheduler tests: buffers and views, the scheduler's results as values, task arguments, a
+// byte-set oracle, and a check for a WireError's exact code, field and message. Header-only; test code only.
 
 #include "protocol/protocol.h"
 #include "scheduler/scheduler.h"
 
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,39 @@ inline BufferDescriptor sched_buffer(std::uint64_t nbytes, std::uint64_t buffer_
 inline Tensor matrix_block(const BufferDescriptor& matrix, std::uint32_t cols, std::uint32_t row, std::uint32_t col,
                            std::uint32_t nrows, std::uint32_t ncols) {
     return make_tensor(matrix, DataType::FLOAT32, {nrows, ncols}, {cols, 1}, (std::uint64_t{row} * cols + col) * 4);
+}
+
+// Two 4096-byte buffers, and the first 1024 float32 of one of them.
+inline const BufferDescriptor VEC = sched_buffer(4096, 1);
+inline const BufferDescriptor OTHER = sched_buffer(4096, 2);
+inline Tensor whole(const BufferDescriptor& b = VEC) {
+    return make_tensor(b, DataType::FLOAT32, {1024});
+}
+
+using Ids = std::vector<scheduler::TaskId>;
+
+// Every task `s` hands out now, in its order.
+inline Ids pop_all(scheduler::Scheduler& s) {
+    Ids out;
+    while (const std::optional<scheduler::TaskId> id = s.pop_ready()) {
+        out.push_back(*id);
+    }
+    return out;
+}
+
+// Completes `id`; the tasks that became ready.
+inline Ids complete(scheduler::Scheduler& s, scheduler::TaskId id) {
+    Ids now_ready;
+    s.complete(id, now_ready);
+    return now_ready;
+}
+
+// Fails `id` with `code`; the tasks failed with it, with their messages.
+inline std::vector<scheduler::FailedTask> fail(scheduler::Scheduler& s, scheduler::TaskId id,
+                                               ErrorCode code = ErrorCode::KERNEL_FAILED) {
+    std::vector<scheduler::FailedTask> failed;
+    s.fail(id, code, failed);
+    return failed;
 }
 
 inline TensorArg in(const Tensor& t) {

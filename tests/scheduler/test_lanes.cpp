@@ -14,25 +14,8 @@ using namespace canopy::test;
 
 namespace {
 
-const BufferDescriptor VEC = sched_buffer(4096, 1);
-const BufferDescriptor OTHER = sched_buffer(4096, 2);
-
 constexpr Lane CHIP0 = 1;
 constexpr Lane CHIP1 = 2;
-
-Tensor whole(const BufferDescriptor& b = VEC) {
-    return make_tensor(b, DataType::FLOAT32, {1024});
-}
-
-using Ids = std::vector<TaskId>;
-
-Ids pop_all(Scheduler& s) {
-    Ids out;
-    while (const std::optional<TaskId> id = s.pop_ready()) {
-        out.push_back(*id);
-    }
-    return out;
-}
 
 Ids after(Scheduler& s, TaskId id) {
     Ids out;
@@ -40,17 +23,10 @@ Ids after(Scheduler& s, TaskId id) {
     return out;
 }
 
-Ids complete(Scheduler& s, TaskId id) {
-    Ids now_ready;
-    s.complete(id, now_ready);
-    return now_ready;
-}
-
-Ids fail(Scheduler& s, TaskId id, ErrorCode code = ErrorCode::KERNEL_FAILED) {
-    std::vector<FailedTask> failed;
-    s.fail(id, code, failed);
+// Fails `id` with `code`; the ids of the tasks failed with it.
+Ids failed_ids(Scheduler& s, TaskId id, ErrorCode code = ErrorCode::KERNEL_FAILED) {
     Ids ids;
-    for (const auto& [dependent, message] : failed) {
+    for (const auto& [dependent, message] : fail(s, id, code)) {
         ids.push_back(dependent);
     }
     return ids;
@@ -152,7 +128,7 @@ TEST_CASE("a failure before hand-out fails the waiting and ready dependents on i
     s.add(4, "d2", std::vector<TensorArg>{inout(whole())}, CHIP0);
     CHECK(pop_all(s) == Ids{1});
     // 2 fails before it is handed out (its predecessor failed): 3 and 4 never reach the worker.
-    CHECK(fail(s, 1) == Ids{2, 3, 4});
+    CHECK(failed_ids(s, 1) == Ids{2, 3, 4});
     CHECK(s.unfinished() == 0U);
     CHECK(pop_all(s).empty());
 }
@@ -167,10 +143,10 @@ TEST_CASE("a failure after hand-out leaves running dependents to the worker and 
     CHECK_FALSE(s.add(4, "f", std::vector<TensorArg>{in(whole())}, CHIP1));
     CHECK(s.state(3) == TaskState::READY);
     // 1 fails on the worker: 2 is with the worker, which fails it itself; nothing waits on 1 directly.
-    CHECK(fail(s, 1).empty());
+    CHECK(failed_ids(s, 1).empty());
     CHECK(s.state(2) == TaskState::RUNNING);
     // The worker reports 2 failed: the ready 3 and the waiting 4 fail with it.
-    CHECK(fail(s, 2, ErrorCode::DEPENDENCY_FAILED) == Ids{3, 4});
+    CHECK(failed_ids(s, 2, ErrorCode::DEPENDENCY_FAILED) == Ids{3, 4});
     CHECK(s.unfinished() == 0U);
     CHECK(pop_all(s).empty());
 }

@@ -11,40 +11,12 @@ using namespace canopy::test;
 
 namespace {
 
-const BufferDescriptor VEC = sched_buffer(4096, 1);
-const BufferDescriptor OTHER = sched_buffer(4096, 2);
 // A 64 x 64 float32 matrix.
 const BufferDescriptor MATRIX = sched_buffer(64 * 64 * 4, 3);
-
-Tensor whole(const BufferDescriptor& b = VEC) {
-    return make_tensor(b, DataType::FLOAT32, {1024});
-}
 
 bool add(Scheduler& s, TaskId id, std::vector<TensorArg> args, std::string_view name = "t") {
     return s.add(id, name, args);
 }
-
-std::vector<TaskId> pop_all(Scheduler& s) {
-    std::vector<TaskId> out;
-    while (const std::optional<TaskId> id = s.pop_ready()) {
-        out.push_back(*id);
-    }
-    return out;
-}
-
-std::vector<TaskId> complete(Scheduler& s, TaskId id) {
-    std::vector<TaskId> now_ready;
-    s.complete(id, now_ready);
-    return now_ready;
-}
-
-std::vector<FailedTask> fail(Scheduler& s, TaskId id, ErrorCode code = ErrorCode::KERNEL_FAILED) {
-    std::vector<FailedTask> failed;
-    s.fail(id, code, failed);
-    return failed;
-}
-
-using Ids = std::vector<TaskId>;
 
 } // namespace
 

@@ -61,6 +61,14 @@ std::string read_file(const std::string& path) {
     return s.str();
 }
 
+std::string length_prefix(std::uint32_t n) {
+    std::string out(4, '\0');
+    for (std::size_t i = 0; i < 4; ++i) {
+        out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+    }
+    return out;
+}
+
 std::string pattern_bytes(std::size_t n, std::uint32_t seed) {
     std::mt19937 gen(seed);
     std::string out(n, '\0');

@@ -29,6 +29,8 @@ nlohmann::json sleep_task(const std::string& name, const std::string& on, std::i
 // Writes `text` to dir/name and returns the path.
 std::string write_file(const std::filesystem::path& dir, const std::string& name, const std::string& text);
 std::string read_file(const std::string& path);
+// The 4-byte little-endian length prefix of a control-socket frame of `n` bytes.
+std::string length_prefix(std::uint32_t n);
 // `n` bytes of a fixed pseudo-random pattern (seeded), so a shifted or repeated chunk cannot compare equal.
 std::string pattern_bytes(std::size_t n, std::uint32_t seed);
 

@@ -24,8 +24,8 @@ using nlohmann::json;
 namespace {
 
 constexpr auto RUN_FOR = std::chrono::seconds(15);
-constexpr std::size_t CLIENTS = 6;
-const std::vector<std::string> WORKERS = {"sub0", "n0/chip0", "n0/sub0", "n1/chip0", "n1/sub0"};
+constexpr std::size_t CHAOS_CLIENTS = 6;
+const std::vector<std::string> CHAOS_WORKERS = {"sub0", "n0/chip0", "n0/sub0", "n1/chip0", "n1/sub0"};
 
 json chaos_config() {
     const json node_chips = json::array({{{"device", 0}, {"backend", "sim"}}});
@@ -63,7 +63,7 @@ struct Tally {
 
 // A graph of three tasks over one buffer: a write, then two reads of it, on random workers.
 json graph(const std::string& buffer, std::mt19937& rng, std::size_t round) {
-    const auto on = [&] { return WORKERS[rng() % WORKERS.size()]; };
+    const auto on = [&] { return CHAOS_WORKERS[rng() % CHAOS_WORKERS.size()]; };
     const json whole = tensor_arg(buffer, "output", {256});
     const std::string r = std::to_string(round);
     return {
@@ -74,8 +74,8 @@ json graph(const std::string& buffer, std::mt19937& rng, std::size_t round) {
                {tensor_arg(buffer, "input", {128}, {}, 512), int64_arg(static_cast<int>(rng() % 3))})}}};
 }
 
-void client(const std::string& socket, const std::string& buffer, std::size_t index, const std::atomic<bool>& stop,
-            Tally& tally) {
+void chaos_client(const std::string& socket, const std::string& buffer, std::size_t index,
+                  const std::atomic<bool>& stop, Tally& tally) {
     std::mt19937 rng(static_cast<std::uint32_t>(index * 7919 + 1));
     try {
         RawClient c(socket);
@@ -188,7 +188,7 @@ TEST_CASE("chaos: every task ends once while chips, subs, nodes and zygotes are 
     REQUIRE(wait_whole(observer, workers, std::chrono::seconds(20)));
 
     std::vector<std::string> buffers;
-    for (std::size_t i = 0; i < CLIENTS; ++i) {
+    for (std::size_t i = 0; i < CHAOS_CLIENTS; ++i) {
         buffers.push_back(d.create_buffer(1024));
     }
     std::set<std::string> shm_names;
@@ -212,8 +212,8 @@ TEST_CASE("chaos: every task ends once while chips, subs, nodes and zygotes are 
         }
         ~Clients() { join(); }
     } clients{stop, {}};
-    for (std::size_t i = 0; i < CLIENTS; ++i) {
-        clients.threads.emplace_back(client, d.socket(), buffers[i], i, std::cref(stop), std::ref(tally));
+    for (std::size_t i = 0; i < CHAOS_CLIENTS; ++i) {
+        clients.threads.emplace_back(chaos_client, d.socket(), buffers[i], i, std::cref(stop), std::ref(tally));
     }
 
     std::mt19937 rng(12345);

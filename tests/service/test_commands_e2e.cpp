@@ -11,7 +11,7 @@ using nlohmann::json;
 
 namespace {
 
-const std::vector<std::string> WORKERS = {"/chip0", "/chip1", "/sub0", "/sub1"};
+const std::vector<std::string> ALL_WORKERS = {"/chip0", "/chip1", "/sub0", "/sub1"};
 
 std::vector<float> floats_of(const std::string& bytes) {
     std::vector<float> out(bytes.size() / sizeof(float));
@@ -45,8 +45,8 @@ TEST_CASE("status shows every worker of the tree as a table and as JSON", "[serv
     const json status = d.cli_json({"status"});
     CHECK(status.at("pid") == d.pid());
     CHECK(status.at("node").at("name") == "e2e");
-    REQUIRE(status.at("workers").size() == WORKERS.size());
-    for (const auto& path : WORKERS) {
+    REQUIRE(status.at("workers").size() == ALL_WORKERS.size());
+    for (const auto& path : ALL_WORKERS) {
         const json& w = worker_at(status, path);
         CHECK(w.at("kind") == (path.rfind("/chip", 0) == 0 ? "chip" : "sub"));
         CHECK(w.at("pid").get<int>() > 0);
@@ -238,7 +238,7 @@ TEST_CASE("metrics prints Prometheus text with task totals and per-worker lines"
     for (const std::string* t : {&human.out, &text}) {
         CHECK_THAT(*t, Catch::Contains("# TYPE canopy_tasks_total counter"));
         CHECK_THAT(*t, Catch::Contains("canopy_tasks_total{state=\"completed\"} 1"));
-        for (const auto& w : WORKERS) {
+        for (const auto& w : ALL_WORKERS) {
             CHECK_THAT(*t, Catch::Contains("canopy_worker_up{worker=\"" + w + "\""));
         }
         CHECK_THAT(*t, Catch::Contains("canopy_worker_tasks_total{worker=\"/sub1\",result=\"completed\"} 1"));

@@ -4,6 +4,7 @@
 
 #include "daemon/control_server.h"
 #include "fixture.h"
+#include "helpers.h"
 #include "log_lines.h"
 #include "tests/skip.h"
 
@@ -120,14 +121,6 @@ ControlLimits short_limits() {
     limits.frame_timeout = 300ms;
     limits.idle_timeout = 300ms;
     return limits;
-}
-
-std::string length_prefix(std::uint32_t n) {
-    std::string out(4, '\0');
-    for (std::size_t i = 0; i < 4; ++i) {
-        out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-    }
-    return out;
 }
 
 void check_echo(RawClient& c, int id) {

@@ -12,15 +12,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// The 4-byte little-endian length prefix of a frame.
-std::string length_prefix(std::uint32_t n) {
-    std::string out(4, '\0');
-    for (std::size_t i = 0; i < 4; ++i) {
-        out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-    }
-    return out;
-}
-
 void check_bad_request(const std::optional<json>& reply, const std::string& message_part = "") {
     REQUIRE(reply.has_value());
     INFO(reply->dump());

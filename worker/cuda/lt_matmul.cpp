@@ -6,9 +6,9 @@
 #include <type_traits>
 
 namespace canopy::worker {
-namespace {
 
-// Owns one cuBLASLt object; destroyed through the loaded library's own destroy function.
+// Owns one cuBLASLt object; destroyed through the loaded library's own destroy function. Outside the anonymous
+// namespace because LtMatmul's members, which have external linkage, hold them.
 template <class T>
 struct LtDeleter {
     cuda::BlasStatus (*destroy)(T) = nullptr;
@@ -20,6 +20,8 @@ struct LtDeleter {
 };
 template <class T>
 using LtOwned = std::unique_ptr<std::remove_pointer_t<T>, LtDeleter<T>>;
+
+namespace {
 
 cuda::BlasDataType data_type(DataType dtype) noexcept {
     switch (dtype) {
