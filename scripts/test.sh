@@ -20,7 +20,8 @@ export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
 launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 
-stage() { printf '\n==== %s ====\n' "$*"; }
+# Each stage line says how long the run has taken so far, so a slow stage shows in CI's log.
+stage() { printf '\n==== %s (at %dm%02ds) ====\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 
 # Fails unless every ctest entry of build dir $1 is exactly one Catch2 test case of its executable and every
 # test case has one entry (a name that CMake split at ';', or one the executable no longer has, shows up as a
@@ -80,6 +81,13 @@ check_ctest_entries build
 ctest --test-dir build --output-on-failure -j "$jobs" --output-junit ctest-junit.xml
 count_results build/ctest-junit.xml
 
+# The sanitizer builds embed the GPU kernels the normal build compiled (CANOPY_KERNELS_FATBIN) rather than run
+# nvcc on the same sources again; without the CUDA Toolkit there is none and nothing is embedded.
+fatbin=(-DCANOPY_KERNELS_FATBIN=)
+if [ -f build/worker/cuda/kernels.fatbin ]; then
+  fatbin=(-DCANOPY_KERNELS_FATBIN="$root/build/worker/cuda/kernels.fatbin")
+fi
+
 stage "python client (pytest against build/daemon/canopyd)"
 # A virtual environment of its own: Debian's Python refuses pip installs into the system (PEP 668).
 python3 -m venv build/python-venv
@@ -88,7 +96,7 @@ CANOPY_DAEMON="$root/build/daemon/canopyd" build/python-venv/bin/python -m pytes
 
 if [ "${CANOPY_SKIP_ASAN:-0}" != 1 ]; then
   stage "ASan + UBSan build"
-  cmake -S . -B build-asan -G Ninja "${launcher[@]}" -DCANOPY_SANITIZE=ON -DCANOPY_BENCH=OFF \
+  cmake -S . -B build-asan -G Ninja "${launcher[@]}" "${fatbin[@]}" -DCANOPY_SANITIZE=ON -DCANOPY_BENCH=OFF \
     -DCMAKE_BUILD_TYPE=Debug >/dev/null
   ninja -C build-asan -j "$jobs"
   stage "tests under ASan + UBSan"
@@ -101,8 +109,8 @@ fi
 
 if [ "${CANOPY_SKIP_FUZZ:-0}" != 1 ]; then
   stage "fuzz build (clang, libFuzzer, ASan + UBSan)"
-  CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja "${launcher[@]}" -DCANOPY_FUZZ=ON -DCANOPY_SANITIZE=ON \
-    -DCANOPY_TESTS=OFF -DCANOPY_BENCH=OFF >/dev/null
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja "${launcher[@]}" "${fatbin[@]}" -DCANOPY_FUZZ=ON \
+    -DCANOPY_SANITIZE=ON -DCANOPY_TESTS=OFF -DCANOPY_BENCH=OFF >/dev/null
   ninja -C build-fuzz -j "$jobs" canopy_fuzzers
   for target in build-fuzz/tests/fuzz/fuzz_*; do
     [ -x "$target" ] || continue
