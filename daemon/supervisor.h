@@ -359,6 +359,11 @@ private:
 std::string workers_to_json(const std::vector<WorkerStatus>& workers);
 std::vector<WorkerStatus> workers_from_json(const std::string& text);
 
+// "args[I]": how a refusal names a task's I-th argument.
+inline std::string arg_field(std::size_t i) {
+    return "args[" + std::to_string(i) + "]";
+}
+
 // What a forked child of `options` runs (a worker loop, or a nested supervisor).
 int run_child(const SupervisorOptions& options, const SpawnRequest& request, ipc::UniqueFd mailbox,
               ipc::UniqueFd control);

@@ -34,18 +34,14 @@ kernels::WorkerKind worker_kind(ChildKind kind) {
     return kind == ChildKind::SUB ? kernels::WorkerKind::SUB : kernels::WorkerKind::CHIP;
 }
 
-std::string arg_name(std::size_t i) {
-    return "args[" + std::to_string(i) + "]";
-}
-
 void check_access(const TensorArg& arg, std::size_t i) {
     const Access granted = arg.tensor.buffer.access;
     if (tag_reads(arg.tag) && !grants_read(granted)) {
-        throw RequestError(ErrorCode::ACCESS_DENIED, arg_name(i) + ": " + to_string(arg.tag) +
+        throw RequestError(ErrorCode::ACCESS_DENIED, arg_field(i) + ": " + to_string(arg.tag) +
                                                          " needs read access; the buffer grants " + to_string(granted));
     }
     if (tag_writes(arg.tag) && !grants_write(granted)) {
-        throw RequestError(ErrorCode::ACCESS_DENIED, arg_name(i) + ": " + to_string(arg.tag) +
+        throw RequestError(ErrorCode::ACCESS_DENIED, arg_field(i) + ": " + to_string(arg.tag) +
                                                          " needs write access; the buffer grants " +
                                                          to_string(granted));
     }
@@ -145,10 +141,10 @@ void Supervisor::check_request(const Route& route, const TaskRequest& request) c
         try {
             validate_tensor(arg.tensor);
         } catch (const WireError& e) {
-            throw RequestError(ErrorCode::INVALID_TENSOR, arg_name(i) + "." + e.field() + ": " + e.problem());
+            throw RequestError(ErrorCode::INVALID_TENSOR, arg_field(i) + "." + e.field() + ": " + e.problem());
         }
         if (!is_valid(arg.tag)) {
-            throw RequestError(ErrorCode::INVALID_TENSOR, arg_name(i) + ".tag: unknown tag");
+            throw RequestError(ErrorCode::INVALID_TENSOR, arg_field(i) + ".tag: unknown tag");
         }
         if (across) {
             check_copy_side(arg.tensor.buffer, i);
@@ -190,17 +186,17 @@ void Supervisor::check_remote_buffer(const Route& route, const BufferDescriptor&
     if (host && *host == route.slot->path) {
         if (!(buffers_.find(d.identity)->descriptor == d)) {
             throw RequestError(ErrorCode::INVALID_DESCRIPTOR,
-                               arg_name(i) + ": descriptor does not match buffer " + to_string(d.identity));
+                               arg_field(i) + ": descriptor does not match buffer " + to_string(d.identity));
         }
         return;
     }
     if (buffers_.lookup(d.identity) == BufferLookup::STALE) {
         throw RequestError(
             ErrorCode::STALE_BUFFER,
-            arg_name(i) + ": " +
+            arg_field(i) + ": " +
                 buffers_.stale_reason(d.identity).value_or("buffer " + to_string(d.identity) + " was released"));
     }
-    throw RequestError(ErrorCode::UNREACHABLE_BUFFER, arg_name(i) + ": buffer " + to_string(d.identity) +
+    throw RequestError(ErrorCode::UNREACHABLE_BUFFER, arg_field(i) + ": buffer " + to_string(d.identity) +
                                                           " is not on the host of remote node " + route.slot->path +
                                                           ", which reaches only buffers of its own host");
 }
@@ -217,16 +213,16 @@ bool Supervisor::check_own_live(const BufferDescriptor& d, std::size_t i, const 
     });
     switch (state) {
     case BufferLookup::UNKNOWN:
-        throw RequestError(ErrorCode::UNKNOWN_BUFFER, arg_name(i) + ": no buffer " + to_string(d.identity));
+        throw RequestError(ErrorCode::UNKNOWN_BUFFER, arg_field(i) + ": no buffer " + to_string(d.identity));
     case BufferLookup::STALE:
         throw RequestError(ErrorCode::STALE_BUFFER,
-                           arg_name(i) + ": buffer " + to_string(d.identity) + " was released");
+                           arg_field(i) + ": buffer " + to_string(d.identity) + " was released");
     case BufferLookup::LIVE:
         break;
     }
     if (!matches) {
         throw RequestError(ErrorCode::INVALID_DESCRIPTOR,
-                           arg_name(i) + ": descriptor does not match buffer " + to_string(d.identity));
+                           arg_field(i) + ": descriptor does not match buffer " + to_string(d.identity));
     }
     return reachable;
 }
@@ -236,29 +232,29 @@ void Supervisor::check_buffer(const Route& route, const BufferDescriptor& d, std
     if (!ours) {
         if (const auto host = buffers_.remote_host(d.identity)) {
             throw RequestError(ErrorCode::UNREACHABLE_BUFFER,
-                               arg_name(i) + ": buffer " + to_string(d.identity) + " is on the host of remote node " +
+                               arg_field(i) + ": buffer " + to_string(d.identity) + " is on the host of remote node " +
                                    *host + ", which " + (route.slot ? route.path() : std::string("?")) +
                                    " cannot reach");
         }
         if (const auto why = buffers_.stale_reason(d.identity)) {
-            throw RequestError(ErrorCode::STALE_BUFFER, arg_name(i) + ": " + *why);
+            throw RequestError(ErrorCode::STALE_BUFFER, arg_field(i) + ": " + *why);
         }
     }
     if (ours) {
         if (!check_own_live(d, i, &route)) {
-            throw RequestError(ErrorCode::UNREACHABLE_BUFFER, arg_name(i) + ": symmetric buffer " +
+            throw RequestError(ErrorCode::UNREACHABLE_BUFFER, arg_field(i) + ": symmetric buffer " +
                                                                   to_string(d.identity) + " has no copy on " +
                                                                   (route.slot ? route.path() : std::string("?")));
         }
     } else if (options_.path == "/") {
-        throw RequestError(ErrorCode::UNKNOWN_BUFFER, arg_name(i) + ": no buffer " + to_string(d.identity));
+        throw RequestError(ErrorCode::UNKNOWN_BUFFER, arg_field(i) + ": no buffer " + to_string(d.identity));
     }
     if (AddressSpace{d.address_space} == AddressSpace::DEVICE) {
         // The worker that runs the task (a chip of a nested node too) must be a chip of the backend's kind.
         const bool matching = (Backend{d.backend} == Backend::SIM_VMM && route.worker_kind == ChildKind::SIM_CHIP) ||
                               (Backend{d.backend} == Backend::CUDA_VMM && route.worker_kind == ChildKind::CUDA_CHIP);
         if (!route.slot || !matching) {
-            throw RequestError(ErrorCode::UNREACHABLE_BUFFER, arg_name(i) + ": " + to_string(Backend{d.backend}) +
+            throw RequestError(ErrorCode::UNREACHABLE_BUFFER, arg_field(i) + ": " + to_string(Backend{d.backend}) +
                                                                   " buffer cannot be reached from " +
                                                                   (route.slot ? route.path() : std::string("?")));
         }

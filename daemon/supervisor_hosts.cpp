@@ -10,10 +10,6 @@ namespace canopy::daemon {
 
 namespace {
 
-std::string arg_name(std::size_t i) {
-    return "args[" + std::to_string(i) + "]";
-}
-
 // "/hb" for the remote node at that path, "this host" for "".
 std::string host_name(const std::string& host) {
     return host.empty() ? std::string("this host") : "the host of remote node " + host;
@@ -72,25 +68,25 @@ void Supervisor::check_copy_side(const BufferDescriptor& d, std::size_t i) const
     if (!host.empty()) {
         if (!(buffers_.find(d.identity)->descriptor == d)) {
             throw RequestError(ErrorCode::INVALID_DESCRIPTOR,
-                               arg_name(i) + ": descriptor does not match buffer " + to_string(d.identity));
+                               arg_field(i) + ": descriptor does not match buffer " + to_string(d.identity));
         }
         return;
     }
     const Backend backend{d.backend};
     if (backend != Backend::POSIX_SHM && backend != Backend::SIM_VMM && backend != Backend::CUDA_VMM) {
         throw RequestError(ErrorCode::UNREACHABLE_BUFFER,
-                           "copy across hosts: " + arg_name(i) + " is a " + to_string(backend) +
+                           "copy across hosts: " + arg_field(i) + " is a " + to_string(backend) +
                                " arena of this host; bytes cross hosts from and to posix_shm and device buffers");
     }
     if (d.identity.owner_instance != buffers_.owner_instance()) {
         if (const auto why = buffers_.stale_reason(d.identity)) {
-            throw RequestError(ErrorCode::STALE_BUFFER, arg_name(i) + ": " + *why);
+            throw RequestError(ErrorCode::STALE_BUFFER, arg_field(i) + ": " + *why);
         }
-        throw RequestError(ErrorCode::UNKNOWN_BUFFER, arg_name(i) + ": no buffer " + to_string(d.identity));
+        throw RequestError(ErrorCode::UNKNOWN_BUFFER, arg_field(i) + ": no buffer " + to_string(d.identity));
     }
     check_own_live(d, i);
     if (!buffers_.find(d.identity)->world.empty()) {
-        throw RequestError(ErrorCode::UNREACHABLE_BUFFER, "copy across hosts: " + arg_name(i) +
+        throw RequestError(ErrorCode::UNREACHABLE_BUFFER, "copy across hosts: " + arg_field(i) +
                                                               " is a symmetric buffer; copy one rank's copy to "
                                                               "a buffer of its chip first");
     }
@@ -114,7 +110,7 @@ void Supervisor::check_copy_across(const Route& route, const TaskRequest& reques
     for (std::size_t i = 0; i < 2; ++i) {
         const Tensor& t = request.args.tensors[i].tensor;
         if (!tensor_is_contiguous(t)) {
-            throw RequestError(ErrorCode::BAD_REQUEST, "copy across hosts: " + arg_name(i) +
+            throw RequestError(ErrorCode::BAD_REQUEST, "copy across hosts: " + arg_field(i) +
                                                            " is a strided view; both views must be contiguous");
         }
     }

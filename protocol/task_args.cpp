@@ -1,5 +1,7 @@
 #include "protocol/task_args.h"
 
+#include "protocol/detail/invalid_tensor.h"
+
 #include <bit>
 #include <cstring>
 #include <string>
@@ -28,10 +30,6 @@ struct ScalarRecord {
 };
 static_assert(sizeof(ScalarRecord) == SCALAR_RECORD_BYTES);
 
-[[noreturn]] void fail(const std::string& field, const std::string& problem) {
-    throw WireError(ErrorCode::INVALID_TENSOR, field, problem);
-}
-
 std::string indexed(const char* name, std::size_t i) {
     return std::string(name) + "[" + std::to_string(i) + "]";
 }
@@ -47,12 +45,14 @@ bool all_zero(const std::uint8_t* p, std::size_t n) noexcept {
 
 void check_counts(std::size_t tensors, std::size_t scalars) {
     if (tensors > MAX_TENSOR_ARGS) {
-        fail("header.tensor_count",
-             std::to_string(tensors) + " tensor arguments exceed the limit of " + std::to_string(MAX_TENSOR_ARGS));
+        detail::invalid_tensor("header.tensor_count", std::to_string(tensors) +
+                                                          " tensor arguments exceed the limit of " +
+                                                          std::to_string(MAX_TENSOR_ARGS));
     }
     if (scalars > MAX_SCALAR_ARGS) {
-        fail("header.scalar_count",
-             std::to_string(scalars) + " scalar arguments exceed the limit of " + std::to_string(MAX_SCALAR_ARGS));
+        detail::invalid_tensor("header.scalar_count", std::to_string(scalars) +
+                                                          " scalar arguments exceed the limit of " +
+                                                          std::to_string(MAX_SCALAR_ARGS));
     }
 }
 
@@ -61,43 +61,44 @@ void validate_arg(const Tensor& t, std::size_t i) {
     try {
         validate_tensor(t);
     } catch (const WireError& e) {
-        fail(indexed("args", i) + "." + e.field(), e.problem());
+        detail::invalid_tensor(indexed("args", i) + "." + e.field(), e.problem());
     }
 }
 
 void check_scalar_bits(const ScalarArg& s, std::size_t i) {
     if (s.kind == ScalarKind::FLOAT32 && (s.bits >> 32) != 0) {
-        fail(indexed("scalars", i) + ".value", "a float32 scalar keeps its high 4 bytes zero");
+        detail::invalid_tensor(indexed("scalars", i) + ".value", "a float32 scalar keeps its high 4 bytes zero");
     }
 }
 
 Header read_header(std::span<const std::byte> blob) {
     if (blob.size() < TASK_ARGS_HEADER_BYTES) {
-        fail("header", "blob of " + std::to_string(blob.size()) + " bytes is shorter than the " +
-                           std::to_string(TASK_ARGS_HEADER_BYTES) + "-byte header");
+        detail::invalid_tensor("header", "blob of " + std::to_string(blob.size()) + " bytes is shorter than the " +
+                                             std::to_string(TASK_ARGS_HEADER_BYTES) + "-byte header");
     }
     Header h;
     std::memcpy(&h, blob.data(), sizeof h);
     if (h.magic != TASK_ARGS_MAGIC) {
-        fail("header.magic", "bad magic " + std::to_string(h.magic));
+        detail::invalid_tensor("header.magic", "bad magic " + std::to_string(h.magic));
     }
     if (h.version != TASK_ARGS_VERSION) {
-        fail("header.version", "unsupported version " + std::to_string(h.version));
+        detail::invalid_tensor("header.version", "unsupported version " + std::to_string(h.version));
     }
     if (h.reserved != 0) {
-        fail("header.reserved", "reserved bytes must be zero");
+        detail::invalid_tensor("header.reserved", "reserved bytes must be zero");
     }
     if (h.total_len != blob.size()) {
-        fail("header.total_len",
-             "header says " + std::to_string(h.total_len) + " bytes, blob has " + std::to_string(blob.size()));
+        detail::invalid_tensor("header.total_len", "header says " + std::to_string(h.total_len) + " bytes, blob has " +
+                                                       std::to_string(blob.size()));
     }
     check_counts(h.tensor_count, h.scalar_count);
     const std::size_t expected = TASK_ARGS_HEADER_BYTES + std::size_t{h.tensor_count} * TENSOR_RECORD_BYTES +
                                  std::size_t{h.scalar_count} * SCALAR_RECORD_BYTES;
     if (expected != blob.size()) {
-        fail("header.total_len", std::to_string(h.tensor_count) + " tensors and " + std::to_string(h.scalar_count) +
-                                     " scalars take " + std::to_string(expected) + " bytes, blob has " +
-                                     std::to_string(blob.size()));
+        detail::invalid_tensor("header.total_len", std::to_string(h.tensor_count) + " tensors and " +
+                                                       std::to_string(h.scalar_count) + " scalars take " +
+                                                       std::to_string(expected) + " bytes, blob has " +
+                                                       std::to_string(blob.size()));
     }
     return h;
 }
@@ -184,21 +185,22 @@ std::size_t encode_task_args_into(const TaskArgs& args, std::span<std::byte> out
     check_counts(args.tensors.size(), args.scalars.size());
     for (std::size_t i = 0; i < args.tensors.size(); ++i) {
         if (!is_valid(args.tensors[i].tag)) {
-            fail(indexed("args", i) + ".tag", "unknown tag " + std::to_string(static_cast<int>(args.tensors[i].tag)));
+            detail::invalid_tensor(indexed("args", i) + ".tag",
+                                   "unknown tag " + std::to_string(static_cast<int>(args.tensors[i].tag)));
         }
         validate_arg(args.tensors[i].tensor, i);
     }
     for (std::size_t i = 0; i < args.scalars.size(); ++i) {
         if (!is_valid(args.scalars[i].kind)) {
-            fail(indexed("scalars", i) + ".kind",
-                 "unknown scalar kind " + std::to_string(static_cast<int>(args.scalars[i].kind)));
+            detail::invalid_tensor(indexed("scalars", i) + ".kind",
+                                   "unknown scalar kind " + std::to_string(static_cast<int>(args.scalars[i].kind)));
         }
         check_scalar_bits(args.scalars[i], i);
     }
     const std::size_t size = task_args_size(args);
     if (out.size() < size) {
-        fail("header.total_len",
-             "blob of " + std::to_string(size) + " bytes does not fit in " + std::to_string(out.size()) + " bytes");
+        detail::invalid_tensor("header.total_len", "blob of " + std::to_string(size) + " bytes does not fit in " +
+                                                       std::to_string(out.size()) + " bytes");
     }
     const Header h{TASK_ARGS_MAGIC,
                    TASK_ARGS_VERSION,
@@ -241,10 +243,10 @@ void decode_task_args_into(std::span<const std::byte> blob, TaskArgs& out) {
         std::uint8_t head[8];
         std::memcpy(head, p, sizeof head);
         if (!is_valid(static_cast<TensorTag>(head[0]))) {
-            fail(indexed("args", i) + ".tag", "unknown tag " + std::to_string(head[0]));
+            detail::invalid_tensor(indexed("args", i) + ".tag", "unknown tag " + std::to_string(head[0]));
         }
         if (!all_zero(head + 1, 7)) {
-            fail(indexed("args", i) + ".reserved", "reserved bytes must be zero");
+            detail::invalid_tensor(indexed("args", i) + ".reserved", "reserved bytes must be zero");
         }
         TensorArg& arg = out.tensors.emplace_back();
         arg.tag = static_cast<TensorTag>(head[0]);
@@ -256,10 +258,10 @@ void decode_task_args_into(std::span<const std::byte> blob, TaskArgs& out) {
         ScalarRecord r;
         std::memcpy(&r, p, sizeof r);
         if (!is_valid(static_cast<ScalarKind>(r.kind))) {
-            fail(indexed("scalars", i) + ".kind", "unknown scalar kind " + std::to_string(r.kind));
+            detail::invalid_tensor(indexed("scalars", i) + ".kind", "unknown scalar kind " + std::to_string(r.kind));
         }
         if (!all_zero(r.reserved, sizeof r.reserved)) {
-            fail(indexed("scalars", i) + ".reserved", "reserved bytes must be zero");
+            detail::invalid_tensor(indexed("scalars", i) + ".reserved", "reserved bytes must be zero");
         }
         const ScalarArg s{static_cast<ScalarKind>(r.kind), r.bits};
         check_scalar_bits(s, i);

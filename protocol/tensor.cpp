@@ -1,5 +1,6 @@
 #include "protocol/tensor.h"
 
+#include "protocol/detail/invalid_tensor.h"
 #include "protocol/detail/saturating.h"
 
 #include <algorithm>
@@ -8,10 +9,6 @@
 
 namespace canopy {
 namespace {
-
-[[noreturn]] void fail(const std::string& field, const std::string& problem) {
-    throw WireError(ErrorCode::INVALID_TENSOR, field, problem);
-}
 
 std::string indexed(const char* name, std::uint32_t i) {
     return std::string(name) + "[" + std::to_string(i) + "]";
@@ -31,46 +28,49 @@ bool dims_are_clean(const Tensor& t) noexcept {
 
 void check_dims(const Tensor& t) {
     if (t.ndims < 1 || t.ndims > MAX_DIMS) {
-        fail("ndims", "ndims must be 1.." + std::to_string(MAX_DIMS) + ", got " + std::to_string(t.ndims));
+        detail::invalid_tensor("ndims",
+                               "ndims must be 1.." + std::to_string(MAX_DIMS) + ", got " + std::to_string(t.ndims));
     }
     if (dims_are_clean(t)) {
         return;
     }
     for (std::uint32_t i = 0; i < t.ndims; ++i) {
         if (t.shapes[i] == 0) {
-            fail(indexed("shapes", i), "shape must be > 0");
+            detail::invalid_tensor(indexed("shapes", i), "shape must be > 0");
         }
         if (t.strides[i] == 0) {
-            fail(indexed("strides", i), "stride must be > 0");
+            detail::invalid_tensor(indexed("strides", i), "stride must be > 0");
         }
     }
     for (std::uint32_t i = t.ndims; i < MAX_DIMS; ++i) {
         if (t.shapes[i] != 0) {
-            fail(indexed("shapes", i), "slots past ndims must be zero");
+            detail::invalid_tensor(indexed("shapes", i), "slots past ndims must be zero");
         }
         if (t.strides[i] != 0) {
-            fail(indexed("strides", i), "slots past ndims must be zero");
+            detail::invalid_tensor(indexed("strides", i), "slots past ndims must be zero");
         }
     }
 }
 
 void check_bounds(const Tensor& t, std::uint32_t elem) {
     if (t.byte_offset % elem != 0) {
-        fail("byte_offset", "byte offset " + std::to_string(t.byte_offset) + " is not a multiple of the " +
-                                std::to_string(elem) + "-byte element size");
+        detail::invalid_tensor("byte_offset", "byte offset " + std::to_string(t.byte_offset) +
+                                                  " is not a multiple of the " + std::to_string(elem) +
+                                                  "-byte element size");
     }
     const std::uint64_t extent = tensor_extent_bytes(t);
     if (extent == UINT64_MAX) {
-        fail("extent", "view extent overflows 64 bits");
+        detail::invalid_tensor("extent", "view extent overflows 64 bits");
     }
     const std::uint64_t nbytes = t.buffer.nbytes;
     if (t.byte_offset > nbytes) {
-        fail("byte_offset", "byte offset " + std::to_string(t.byte_offset) + " is past the end of the " +
-                                std::to_string(nbytes) + "-byte buffer");
+        detail::invalid_tensor("byte_offset", "byte offset " + std::to_string(t.byte_offset) +
+                                                  " is past the end of the " + std::to_string(nbytes) + "-byte buffer");
     }
     if (extent > nbytes - t.byte_offset) {
-        fail("extent", "view of " + std::to_string(extent) + " bytes at offset " + std::to_string(t.byte_offset) +
-                           " exceeds the " + std::to_string(nbytes) + "-byte buffer");
+        detail::invalid_tensor("extent", "view of " + std::to_string(extent) + " bytes at offset " +
+                                             std::to_string(t.byte_offset) + " exceeds the " + std::to_string(nbytes) +
+                                             "-byte buffer");
     }
 }
 
@@ -79,13 +79,13 @@ void check_bounds(const Tensor& t, std::uint32_t elem) {
 void validate_tensor(const Tensor& t) {
     validate_descriptor_as(t.buffer, ErrorCode::INVALID_TENSOR, "buffer.");
     if (!is_valid(DataType{t.dtype})) {
-        fail("dtype", "unknown dtype " + std::to_string(t.dtype.raw()));
+        detail::invalid_tensor("dtype", "unknown dtype " + std::to_string(t.dtype.raw()));
     }
     std::uint64_t reserved = 0;
     std::memcpy(&reserved, t.reserved.data(), t.reserved.size());
     for (std::size_t i = 0; reserved != 0 && i < t.reserved.size(); ++i) {
         if (t.reserved[i] != 0) {
-            fail(indexed("reserved", static_cast<std::uint32_t>(i)), "reserved bytes must be zero");
+            detail::invalid_tensor(indexed("reserved", static_cast<std::uint32_t>(i)), "reserved bytes must be zero");
         }
     }
     check_dims(t);
@@ -135,11 +135,12 @@ Tensor make_tensor(const BufferDescriptor& buffer, DataType dtype, std::initiali
     t.byte_offset = byte_offset;
     t.dtype = dtype;
     if (shapes.size() < 1 || shapes.size() > MAX_DIMS) {
-        fail("ndims", "ndims must be 1.." + std::to_string(MAX_DIMS) + ", got " + std::to_string(shapes.size()));
+        detail::invalid_tensor("ndims", "ndims must be 1.." + std::to_string(MAX_DIMS) + ", got " +
+                                            std::to_string(shapes.size()));
     }
     if (strides.size() != 0 && strides.size() != shapes.size()) {
-        fail("strides",
-             "got " + std::to_string(strides.size()) + " strides for " + std::to_string(shapes.size()) + " dimensions");
+        detail::invalid_tensor("strides", "got " + std::to_string(strides.size()) + " strides for " +
+                                              std::to_string(shapes.size()) + " dimensions");
     }
     t.ndims = static_cast<std::uint8_t>(shapes.size());
     std::copy(shapes.begin(), shapes.end(), t.shapes.begin());
@@ -149,7 +150,8 @@ Tensor make_tensor(const BufferDescriptor& buffer, DataType dtype, std::initiali
         std::uint64_t stride = 1;
         for (std::uint32_t i = t.ndims; i-- > 0;) {
             if (stride > UINT32_MAX) {
-                fail(indexed("strides", i), "row-major stride " + std::to_string(stride) + " does not fit in 32 bits");
+                detail::invalid_tensor(indexed("strides", i),
+                                       "row-major stride " + std::to_string(stride) + " does not fit in 32 bits");
             }
             t.strides[i] = static_cast<std::uint32_t>(stride);
             stride *= std::max<std::uint32_t>(t.shapes[i], 1);

@@ -92,6 +92,12 @@ inline TensorArg view_arg(const BufferDescriptor& d, TensorTag tag, DataType dty
     return {make_tensor(d, dtype, shape, strides, offset), tag};
 }
 
+// An argument of tag `tag` over `n` contiguous elements of `d` from byte `offset`.
+inline TensorArg vector_arg(const BufferDescriptor& d, DataType dtype, std::uint32_t n, TensorTag tag,
+                            std::uint64_t offset = 0) {
+    return {make_tensor(d, dtype, {n}, {}, offset), tag};
+}
+
 // Maps a POSIX_SHM buffer into the test process, writable.
 inline ipc::MappedRegion map_shm(const BufferDescriptor& d) {
     const std::string path = "/" + std::string(shm_name(d));

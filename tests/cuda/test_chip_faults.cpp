@@ -14,10 +14,6 @@ using daemon::WorkerState;
 
 namespace {
 
-TensorArg view(const BufferDescriptor& d, DataType dtype, std::uint32_t n, TensorTag tag) {
-    return {make_tensor(d, dtype, {n}), tag};
-}
-
 // After a fault on /chip0: the restarted cuda chip and the sim chip both serve, and buffer `b` (filled with
 // 7.0f on all `n` floats before the fault) still holds its contents.
 void check_recovered(Supervisor& sup, const BufferDescriptor& b, const ipc::MappedRegion& host, std::uint32_t n) {
@@ -26,9 +22,11 @@ void check_recovered(Supervisor& sup, const BufferDescriptor& b, const ipc::Mapp
         REQUIRE(v[i] == 7.0f);
     }
     REQUIRE(
-        sup.run(task("scale", "chip0", {view(b, DataType::FLOAT32, n, TensorTag::INOUT)}, {ScalarArg::f32(2)})).ok());
-    REQUIRE(sup.run(task("scale", "chip1", {view(b, DataType::FLOAT32, n, TensorTag::INOUT)}, {ScalarArg::f32(0.5f)}))
-                .ok());
+        sup.run(task("scale", "chip0", {vector_arg(b, DataType::FLOAT32, n, TensorTag::INOUT)}, {ScalarArg::f32(2)}))
+            .ok());
+    REQUIRE(
+        sup.run(task("scale", "chip1", {vector_arg(b, DataType::FLOAT32, n, TensorTag::INOUT)}, {ScalarArg::f32(0.5f)}))
+            .ok());
     for (std::uint32_t i = 0; i < n; ++i) {
         REQUIRE(v[i] == 7.0f);
     }
@@ -46,7 +44,8 @@ TEST_CASE("illegal_address through a supervisor restarts only the cuda chip whil
     const auto b = shm_buffer(sup, n * 4);
     auto host = map_shm(b);
     REQUIRE(
-        sup.run(task("fill", "chip0", {view(b, DataType::FLOAT32, n, TensorTag::OUTPUT)}, {ScalarArg::f32(7)})).ok());
+        sup.run(task("fill", "chip0", {vector_arg(b, DataType::FLOAT32, n, TensorTag::OUTPUT)}, {ScalarArg::f32(7)}))
+            .ok());
     const pid_t before = status_of(sup, "/chip0")->pid;
 
     const auto r = sup.run(task("illegal_address", "chip0", {}));
@@ -54,9 +53,10 @@ TEST_CASE("illegal_address through a supervisor restarts only the cuda chip whil
     CHECK((r.code == ErrorCode::KERNEL_FAILED || r.code == ErrorCode::WORKER_DIED));
     CHECK_THAT(r.message, Catch::Contains("CUDA_ERROR_ILLEGAL_ADDRESS"));
     // The sim chip serves while the cuda chip restarts.
-    REQUIRE(sup.run(task("iota", "chip1", {view(b, DataType::INT32, 16, TensorTag::OUTPUT)})).ok());
+    REQUIRE(sup.run(task("iota", "chip1", {vector_arg(b, DataType::INT32, 16, TensorTag::OUTPUT)})).ok());
     REQUIRE(
-        sup.run(task("fill", "chip1", {view(b, DataType::FLOAT32, 16, TensorTag::OUTPUT)}, {ScalarArg::f32(7)})).ok());
+        sup.run(task("fill", "chip1", {vector_arg(b, DataType::FLOAT32, 16, TensorTag::OUTPUT)}, {ScalarArg::f32(7)}))
+            .ok());
     const pid_t after = wait_restarted(sup, "/chip0", before);
     CHECK(after != before);
     const auto chip = status_of(sup, "/chip0");
@@ -75,7 +75,8 @@ TEST_CASE("abort and segfault on a cuda chip restart it, and it serves its buffe
     const auto b = shm_buffer(sup, n * 4);
     auto host = map_shm(b);
     REQUIRE(
-        sup.run(task("fill", "chip0", {view(b, DataType::FLOAT32, n, TensorTag::OUTPUT)}, {ScalarArg::f32(7)})).ok());
+        sup.run(task("fill", "chip0", {vector_arg(b, DataType::FLOAT32, n, TensorTag::OUTPUT)}, {ScalarArg::f32(7)}))
+            .ok());
     for (const char* kernel : {"abort", "segfault"}) {
         INFO(kernel);
         const pid_t before = status_of(sup, "/chip0")->pid;
@@ -120,7 +121,7 @@ TEST_CASE("two GPUs: one cuda chip per device, both computing at once, both equa
     for (std::uint32_t chip = 0; chip < 3; ++chip) {
         results.push_back(promises[chip].get_future());
         sup.submit(task("reduce_sum", "chip" + std::to_string(chip),
-                        {view(x, DataType::FLOAT64, n, TensorTag::INPUT),
+                        {vector_arg(x, DataType::FLOAT64, n, TensorTag::INPUT),
                          {make_tensor(y, DataType::FLOAT64, {1}, {}, 8 * chip), TensorTag::OUTPUT}}),
                    [&promises, chip](daemon::TaskResult r) { promises[chip].set_value(std::move(r)); });
     }

@@ -42,10 +42,6 @@ daemon::TaskRequest module_task(std::string kernel, std::string worker, std::vec
     return r;
 }
 
-TensorArg view(const BufferDescriptor& d, DataType dtype, std::uint32_t n, TensorTag tag, std::uint64_t offset = 0) {
-    return {make_tensor(d, dtype, {n}, {}, offset), tag};
-}
-
 // saxpy(y, x, a, n) over floats: parameters tensor, tensor, float32, int64.
 daemon::TaskRequest saxpy(const std::string& worker, const TensorArg& y, const TensorArg& x, float a, std::int64_t n) {
     const auto blocks = static_cast<std::uint32_t>((n + 255) / 256);
@@ -63,8 +59,8 @@ void check_saxpy(Supervisor& sup, const std::string& worker, const BufferDescrip
         xv[i] = static_cast<float>(i);
         yv[i] = 1.0f;
     }
-    const auto r = sup.run(saxpy(worker, view(y, DataType::FLOAT32, n, TensorTag::INOUT),
-                                 view(x, DataType::FLOAT32, n, TensorTag::INPUT), 2.0f, n));
+    const auto r = sup.run(saxpy(worker, vector_arg(y, DataType::FLOAT32, n, TensorTag::INOUT),
+                                 vector_arg(x, DataType::FLOAT32, n, TensorTag::INPUT), 2.0f, n));
     INFO(error_code_name(r.code) << ": " << r.message);
     REQUIRE(r.ok());
     for (std::uint32_t i = 0; i < n; ++i) {
@@ -107,8 +103,8 @@ TEST_CASE("a PTX module loads into a cuda chip and its kernels compute on shm bu
     auto* yv = reinterpret_cast<float*>(ys.data());
     const float before_999 = yv[999];
     const float before_1050 = yv[1050];
-    REQUIRE(sup.run(saxpy("chip0", view(y, DataType::FLOAT32, 50, TensorTag::INOUT, 4000),
-                          view(x, DataType::FLOAT32, 50, TensorTag::INPUT), 3.0f, 50))
+    REQUIRE(sup.run(saxpy("chip0", vector_arg(y, DataType::FLOAT32, 50, TensorTag::INOUT, 4000),
+                          vector_arg(x, DataType::FLOAT32, 50, TensorTag::INPUT), 3.0f, 50))
                 .ok());
     for (std::uint32_t i = 0; i < 50; ++i) {
         REQUIRE(yv[1000 + i] == 2.0f * static_cast<float>(1000 + i) + 1.0f + 3.0f * static_cast<float>(i));
@@ -123,8 +119,9 @@ TEST_CASE("a PTX module loads into a cuda chip and its kernels compute on shm bu
     for (int i = 0; i < 1024; ++i) {
         dv[i] = i;
     }
-    const auto r = sup.run(module_task("um:scale_first", "chip0", {view(d, DataType::FLOAT64, 1024, TensorTag::INOUT)},
-                                       {ScalarArg::f64(0.5), ScalarArg::i64(1024)}, 0b101, 4, 256));
+    const auto r =
+        sup.run(module_task("um:scale_first", "chip0", {vector_arg(d, DataType::FLOAT64, 1024, TensorTag::INOUT)},
+                            {ScalarArg::f64(0.5), ScalarArg::i64(1024)}, 0b101, 4, 256));
     INFO(r.message);
     REQUIRE(r.ok());
     for (int i = 0; i < 1024; ++i) {
@@ -142,10 +139,10 @@ TEST_CASE("a PTX module loads into a cuda chip and its kernels compute on shm bu
     for (int i = 0; i < 25600; ++i) {
         iv[i] = i;
     }
-    const auto copied = sup.run(module_task(
-        "um:shared_copy", "chip0",
-        {view(out, DataType::INT32, 25600, TensorTag::OUTPUT), view(in, DataType::INT32, 25600, TensorTag::INPUT)},
-        {ScalarArg::i64(25600)}, 0b100, 1, 512, 25600 * 4));
+    const auto copied = sup.run(module_task("um:shared_copy", "chip0",
+                                            {vector_arg(out, DataType::INT32, 25600, TensorTag::OUTPUT),
+                                             vector_arg(in, DataType::INT32, 25600, TensorTag::INPUT)},
+                                            {ScalarArg::i64(25600)}, 0b100, 1, 512, 25600 * 4));
     INFO(copied.message);
     REQUIRE(copied.ok());
     const auto* ov = reinterpret_cast<const int*>(outs.data());
@@ -180,15 +177,17 @@ TEST_CASE("on a cuda chip an unknown function, a launch over the kernel's limits
     CHECK(r.code == ErrorCode::BAD_REQUEST);
     CHECK(r.message == "um:empty: launch.block[0]: 2048 is above the limit of 1024");
     // bounded() is compiled for at most 128 threads per block: the chip refuses 256.
-    r = sup.run(module_task("um:bounded", "chip0", {view(b, DataType::INT32, 256, TensorTag::OUTPUT)}, {}, 0, 1, 256));
+    r = sup.run(
+        module_task("um:bounded", "chip0", {vector_arg(b, DataType::INT32, 256, TensorTag::OUTPUT)}, {}, 0, 1, 256));
     CHECK(r.code == ErrorCode::BAD_REQUEST);
     CHECK_THAT(r.message, Catch::StartsWith("um:bounded: launch.block: 256 threads per block, the kernel allows at "
                                             "most 128"));
-    CHECK(sup.run(module_task("um:bounded", "chip0", {view(b, DataType::INT32, 128, TensorTag::OUTPUT)}, {}, 0, 1, 128))
+    CHECK(sup.run(module_task("um:bounded", "chip0", {vector_arg(b, DataType::INT32, 128, TensorTag::OUTPUT)}, {}, 0, 1,
+                              128))
               .ok());
     // static_shared() has 4 KiB of static shared memory: with 227 KiB of dynamic it exceeds the device's limit.
-    r = sup.run(module_task("um:static_shared", "chip0", {view(b, DataType::INT32, 1024, TensorTag::OUTPUT)}, {}, 0, 1,
-                            1024, MAX_SHARED_BYTES));
+    r = sup.run(module_task("um:static_shared", "chip0", {vector_arg(b, DataType::INT32, 1024, TensorTag::OUTPUT)}, {},
+                            0, 1, 1024, MAX_SHARED_BYTES));
     CHECK(r.code == ErrorCode::BAD_REQUEST);
     CHECK_THAT(r.message, Catch::StartsWith("um:static_shared: launch.shared_bytes: 232448 bytes of dynamic shared "
                                             "memory, the device of /chip0 allows at most "));
@@ -244,8 +243,8 @@ TEST_CASE("a cuda chip restarted after SIGKILL has its modules, which a reload r
     CHECK(code == ErrorCode::KERNEL_FAILED);
     CHECK(sup.modules().empty());
     CHECK(sup.buffers().size() == buffers_with_module - 1);
-    const auto r = sup.run(saxpy("chip0", view(y, DataType::FLOAT32, n, TensorTag::INOUT),
-                                 view(x, DataType::FLOAT32, n, TensorTag::INPUT), 2.0f, n));
+    const auto r = sup.run(saxpy("chip0", vector_arg(y, DataType::FLOAT32, n, TensorTag::INOUT),
+                                 vector_arg(x, DataType::FLOAT32, n, TensorTag::INPUT), 2.0f, n));
     CHECK(r.code == ErrorCode::UNKNOWN_KERNEL);
     CHECK(r.message == "no module um is loaded (canopy module load um FILE)");
 }
