@@ -95,7 +95,7 @@ inline TensorArg view_arg(const BufferDescriptor& d, TensorTag tag, DataType dty
 // An argument of tag `tag` over `n` contiguous elements of `d` from byte `offset`.
 inline TensorArg vector_arg(const BufferDescriptor& d, DataType dtype, std::uint32_t n, TensorTag tag,
                             std::uint64_t offset = 0) {
-    return {make_tensor(d, dtype, {n}, {}, offset), tag};
+    return view_arg(d, tag, dtype, {n}, {}, offset);
 }
 
 // Maps a POSIX_SHM buffer into the test process, writable.
