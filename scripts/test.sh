@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds canopy three ways and runs everything CI checks:
+# Builds canopy two ways and runs everything CI checks:
 #   build/        the normal build (RelWithDebInfo): the whole Catch2 suite through ctest
-#   build-asan/   the same suite under AddressSanitizer + UndefinedBehaviorSanitizer
-#   build-fuzz/   clang + libFuzzer: each fuzz target runs for a fixed time under ASan
+#   build-asan/   clang: the same suite under AddressSanitizer + UndefinedBehaviorSanitizer, and the libFuzzer
+#                 targets, each run for a fixed time, $(nproc) at a time
 #   python/       the Python client's pytest suite, in build/python-venv, against build/daemon/canopyd
 # Installs missing dependencies first. Exits non-zero on the first failure.
 # Environment: CANOPY_FUZZ_SECONDS (default 60) is the time given to fuzz_decode_task_args; the other
@@ -94,35 +94,69 @@ python3 -m venv build/python-venv
 build/python-venv/bin/pip install -q --disable-pip-version-check pytest numpy ./python
 CANOPY_DAEMON="$root/build/daemon/canopyd" build/python-venv/bin/python -m pytest -q -p no:cacheprovider python/tests
 
-if [ "${CANOPY_SKIP_ASAN:-0}" != 1 ]; then
-  stage "ASan + UBSan build"
-  cmake -S . -B build-asan -G Ninja "${launcher[@]}" "${fatbin[@]}" -DCANOPY_SANITIZE=ON -DCANOPY_BENCH=OFF \
+# One sanitizer build serves the ASan + UBSan suite and the fuzz targets. It is clang's: libFuzzer needs it, it
+# compiles this code at -O0 in half gcc's time, and the normal build has already compiled everything with gcc.
+build_san=build-asan
+if [ "${CANOPY_SKIP_ASAN:-0}" != 1 ] || [ "${CANOPY_SKIP_FUZZ:-0}" != 1 ]; then
+  stage "sanitizer build (clang, ASan + UBSan, with the libFuzzer targets)"
+  cmake -S . -B "$build_san" -G Ninja "${launcher[@]}" "${fatbin[@]}" -DCMAKE_C_COMPILER=clang \
+    -DCMAKE_CXX_COMPILER=clang++ -DCANOPY_SANITIZE=ON -DCANOPY_FUZZ=ON -DCANOPY_BENCH=OFF \
     -DCMAKE_BUILD_TYPE=Debug >/dev/null
-  ninja -C build-asan -j "$jobs"
+  if [ "${CANOPY_SKIP_ASAN:-0}" != 1 ]; then
+    ninja -C "$build_san" -j "$jobs"
+  else
+    ninja -C "$build_san" -j "$jobs" canopy_fuzzers
+  fi
+fi
+
+if [ "${CANOPY_SKIP_ASAN:-0}" != 1 ]; then
   stage "tests under ASan + UBSan"
-  check_ctest_entries build-asan
+  check_ctest_entries "$build_san"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure -j "$jobs" --output-junit ctest-junit.xml
-  count_results build-asan/ctest-junit.xml
+    ctest --test-dir "$build_san" --output-on-failure -j "$jobs" --output-junit ctest-junit.xml
+  count_results "$build_san/ctest-junit.xml"
 fi
 
 if [ "${CANOPY_SKIP_FUZZ:-0}" != 1 ]; then
-  stage "fuzz build (clang, libFuzzer, ASan + UBSan)"
-  CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja "${launcher[@]}" "${fatbin[@]}" -DCANOPY_FUZZ=ON \
-    -DCANOPY_SANITIZE=ON -DCANOPY_TESTS=OFF -DCANOPY_BENCH=OFF >/dev/null
-  ninja -C build-fuzz -j "$jobs" canopy_fuzzers
-  for target in build-fuzz/tests/fuzz/fuzz_*; do
-    [ -x "$target" ] || continue
+  stage "fuzz targets, $jobs at a time"
+  fuzz_logs=$(mktemp -d)
+  # Runs fuzz target $1 on a copy of its seed corpus; its report goes to $fuzz_logs/NAME.log and its status to
+  # NAME.rc (0, or what libFuzzer exited with on a finding).
+  fuzz_target() {
+    local target=$1 name seconds corpus rc=0
     name=$(basename "$target")
     seconds=$fuzz_seconds
     [ "$name" = fuzz_decode_task_args ] || seconds=$(( fuzz_seconds / 3 > 5 ? fuzz_seconds / 3 : 5 ))
-    stage "fuzz $name for ${seconds}s"
     corpus=$(mktemp -d)
     cp -r "$root/tests/fuzz/corpus/$name/." "$corpus/" 2>/dev/null || true
-    "$target" -max_total_time="$seconds" -print_final_stats=1 "$corpus" 2>&1 | tail -n 12
+    "$target" -max_total_time="$seconds" -print_final_stats=1 "$corpus" >"$fuzz_logs/$name.log" 2>&1 || rc=$?
     rm -rf "$corpus"
+    echo "$name for ${seconds}s" >"$fuzz_logs/$name.what"
+    echo "$rc" >"$fuzz_logs/$name.rc"
+  }
+  # The targets are dealt round-robin to $jobs lanes, fuzz_decode_task_args (the longest) first; each lane runs
+  # its targets one after another.
+  targets=()
+  for target in "$build_san"/tests/fuzz/fuzz_*; do
+    [ -x "$target" ] || continue
+    if [ "$(basename "$target")" = fuzz_decode_task_args ]; then targets=("$target" "${targets[@]}"); else targets+=("$target"); fi
   done
+  lanes=()
+  for ((lane = 0; lane < jobs; lane++)); do
+    ( for ((i = lane; i < ${#targets[@]}; i += jobs)); do fuzz_target "${targets[i]}"; done ) &
+    lanes+=($!)
+  done
+  wait "${lanes[@]}"
+  fuzz_failed=0
+  for target in "${targets[@]}"; do
+    name=$(basename "$target")
+    printf -- '---- fuzz %s: exit %s\n' "$(cat "$fuzz_logs/$name.what")" "$(cat "$fuzz_logs/$name.rc")"
+    tail -n 12 "$fuzz_logs/$name.log"
+    [ "$(cat "$fuzz_logs/$name.rc")" = 0 ] || fuzz_failed=1
+  done
+  rm -rf "$fuzz_logs"
+  [ "$fuzz_failed" = 0 ] || { echo "a fuzz target found a failure (its report is above)"; exit 1; }
 fi
 
 stage "all stages passed"

@@ -143,7 +143,7 @@ inline void fill_random(std::span<std::byte> bytes, DataType dtype, Values value
             } else {
                 // A finite float16 (exponent field 0..30), sign and fraction random, magnitude below 2^(e-15+1).
                 const auto exponent = static_cast<std::uint16_t>(values == Values::SMALL ? rng() % 17 : rng() % 31);
-                bits = static_cast<std::uint16_t>((rng() & 0x83FF) | (exponent << 10));
+                bits = static_cast<std::uint16_t>((rng() & 0x83FF) | (std::uint64_t{exponent} << 10));
             }
             std::memcpy(&bytes[i], &bits, 2);
         } else {

@@ -38,7 +38,7 @@ struct View {
 class LauncherRig {
 public:
     LauncherRig(const cuda::Driver& d, std::size_t bytes)
-        : driver_(d), stream_(d), module_(d, worker::kernel_image()), launcher_(d, module_),
+        : stream_(d), module_(d, worker::kernel_image()), launcher_(d, module_),
           descriptor_(fake_buffer(bytes)), device_{cuda::DeviceAllocation(d, bytes), cuda::DeviceAllocation(d, bytes)},
           host_{std::vector<std::byte>(bytes), std::vector<std::byte>(bytes)} {}
 
@@ -117,7 +117,6 @@ private:
         }
     }
 
-    const cuda::Driver& driver_;
     cuda::Stream stream_;
     cuda::Module module_;
     worker::Launcher launcher_;

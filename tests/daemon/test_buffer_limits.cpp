@@ -98,7 +98,7 @@ TEST_CASE("a shm buffer's pages are reserved when it is created", "[daemon][buff
 
 TEST_CASE("a shm buffer creation that finds no file descriptor left fails by name and leaves nothing behind",
           "[daemon][buffers][limits]") {
-#ifdef __SANITIZE_ADDRESS__ // the sanitizer build: ASan and UBSan together
+#ifdef CANOPY_SANITIZED // the sanitizer build: ASan and UBSan together
     CANOPY_SKIP("UBSan's vptr check needs a free file descriptor, which this test takes away");
 #endif
     TempDir state;

@@ -302,7 +302,7 @@ private:
 
 TEST_CASE("a worker that cannot be restarted for want of file descriptors is retried and comes back",
           "[daemon][healing]") {
-#ifdef __SANITIZE_ADDRESS__ // the sanitizer build: ASan and UBSan together
+#ifdef CANOPY_SANITIZED // the sanitizer build: ASan and UBSan together
     CANOPY_SKIP("UBSan's vptr check needs a free file descriptor, which this test takes away");
 #endif
     TempDir state;
@@ -334,7 +334,7 @@ TEST_CASE("a worker that cannot be restarted for want of file descriptors is ret
 TEST_CASE("a standby zygote whose socket cannot be received for want of file descriptors is replaced later, and "
           "the zygote stays",
           "[daemon][healing]") {
-#ifdef __SANITIZE_ADDRESS__
+#ifdef CANOPY_SANITIZED
     CANOPY_SKIP("UBSan's vptr check needs a free file descriptor, which this test takes away");
 #endif
     TempDir state;

@@ -31,8 +31,8 @@ json float32_arg(double value) {
     return {{"scalar", {{"float32", value}}}};
 }
 
-json task(const std::string& name, const std::string& kernel, const std::string& on, json args) {
-    return {{"name", name}, {"kernel", kernel}, {"on", on}, {"args", std::move(args)}};
+json task(const std::string& name, const std::string& kernel, const std::string& on, const std::vector<json>& args) {
+    return {{"name", name}, {"kernel", kernel}, {"on", on}, {"args", json(args)}};
 }
 
 json sleep_task(const std::string& name, const std::string& on, std::int64_t ms, const std::vector<json>& views) {

@@ -8,9 +8,15 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 namespace canopy::e2e {
+
+// Unprivileged uids the access tests run clients as (65534 is nobody); no account needs to exist for them.
+constexpr uid_t OWNER_UID = 65534;
+constexpr uid_t OTHER_UID = 65533;
+constexpr uid_t ADMIN_UID = 65532;
 
 // {"tensor": {"buffer", "dtype", "shape", "strides"?, "byte_offset"?}, "tag"}; empty strides are left out.
 nlohmann::json tensor_arg(const std::string& buffer, const std::string& tag, const std::vector<std::uint64_t>& shape,
@@ -19,9 +25,10 @@ nlohmann::json tensor_arg(const std::string& buffer, const std::string& tag, con
 nlohmann::json int64_arg(std::int64_t value);
 nlohmann::json float32_arg(double value);
 
-// One graph task: {"name", "kernel", "on", "args"}.
+// One graph task: {"name", "kernel", "on", "args"}. The arguments come as a vector, so that `{a}` is an array of
+// one argument with every compiler (a json initialized from `{a}` is `a` itself under clang, an array under gcc).
 nlohmann::json task(const std::string& name, const std::string& kernel, const std::string& on,
-                    nlohmann::json args = nlohmann::json::array());
+                    const std::vector<nlohmann::json>& args = {});
 // A sleep_ms task holding `views` (tensor_arg values) for `ms` milliseconds.
 nlohmann::json sleep_task(const std::string& name, const std::string& on, std::int64_t ms,
                           const std::vector<nlohmann::json>& views = {});

@@ -236,10 +236,8 @@ TEST_CASE("an attachment write to another uid's buffer is refused ACCESS_DENIED 
     if (::geteuid() != 0) {
         CANOPY_SKIP("needs root to run a client as another uid");
     }
-    constexpr uid_t OWNER = 65534;
-    constexpr uid_t OTHER = 65533;
-    Daemon d(e2e_config(0, 1, {{"control", {{"allow_uids", {OWNER, OTHER}}}}}));
-    const Output created = d.cli({"buffer", "create", "--bytes", "4096", "--json"}, OWNER);
+    Daemon d(e2e_config(0, 1, {{"control", {{"allow_uids", {OWNER_UID, OTHER_UID}}}}}));
+    const Output created = d.cli({"buffer", "create", "--bytes", "4096", "--json"}, OWNER_UID);
     REQUIRE(created.rc == 0);
     const std::string id = created.json().at("id");
     int verdict[2];
@@ -248,7 +246,7 @@ TEST_CASE("an attachment write to another uid's buffer is refused ACCESS_DENIED 
     if (child == 0) {
         ::close(verdict[0]);
         std::string report = "setuid failed";
-        if (::setgid(OTHER) == 0 && ::setuid(OTHER) == 0) {
+        if (::setgid(OTHER_UID) == 0 && ::setuid(OTHER_UID) == 0) {
             RawClient c(d.socket());
             c.send_frame(write_request(id, 0, 64).dump());
             c.send_bytes(std::string(64, 'x'));
