@@ -96,7 +96,7 @@ CANOPY_DAEMON="$root/build/daemon/canopyd" build/python-venv/bin/python -m pytes
 
 # One sanitizer build serves the ASan + UBSan suite and the fuzz targets. It is clang's: libFuzzer needs it, it
 # compiles this code at -O0 in half gcc's time, and the normal build has already compiled everything with gcc.
-build_san=build-asan
+build_san="build-asan"
 if [ "${CANOPY_SKIP_ASAN:-0}" != 1 ] || [ "${CANOPY_SKIP_FUZZ:-0}" != 1 ]; then
   stage "sanitizer build (clang, ASan + UBSan, with the libFuzzer targets)"
   cmake -S . -B "$build_san" -G Ninja "${launcher[@]}" "${fatbin[@]}" -DCMAKE_C_COMPILER=clang \
@@ -123,11 +123,17 @@ if [ "${CANOPY_SKIP_FUZZ:-0}" != 1 ]; then
   fuzz_logs=$(mktemp -d)
   # Runs fuzz target $1 on a copy of its seed corpus; its report goes to $fuzz_logs/NAME.log and its status to
   # NAME.rc (0, or what libFuzzer exited with on a finding).
+  fuzz_seconds_of() {
+    if [ "$(basename "$1")" = fuzz_decode_task_args ]; then
+      echo "$fuzz_seconds"
+    else
+      echo $(( fuzz_seconds / 3 > 5 ? fuzz_seconds / 3 : 5 ))
+    fi
+  }
   fuzz_target() {
     local target=$1 name seconds corpus rc=0
     name=$(basename "$target")
-    seconds=$fuzz_seconds
-    [ "$name" = fuzz_decode_task_args ] || seconds=$(( fuzz_seconds / 3 > 5 ? fuzz_seconds / 3 : 5 ))
+    seconds=$(fuzz_seconds_of "$target")
     corpus=$(mktemp -d)
     cp -r "$root/tests/fuzz/corpus/$name/." "$corpus/" 2>/dev/null || true
     "$target" -max_total_time="$seconds" -print_final_stats=1 "$corpus" >"$fuzz_logs/$name.log" 2>&1 || rc=$?
@@ -135,16 +141,31 @@ if [ "${CANOPY_SKIP_FUZZ:-0}" != 1 ]; then
     echo "$name for ${seconds}s" >"$fuzz_logs/$name.what"
     echo "$rc" >"$fuzz_logs/$name.rc"
   }
-  # The targets are dealt round-robin to $jobs lanes, fuzz_decode_task_args (the longest) first; each lane runs
-  # its targets one after another.
+  # $jobs lanes run side by side, each its targets one after another. fuzz_decode_task_args (the longest) is
+  # placed first, then each target in the lane with the least fuzzing time so far.
   targets=()
   for target in "$build_san"/tests/fuzz/fuzz_*; do
     [ -x "$target" ] || continue
     if [ "$(basename "$target")" = fuzz_decode_task_args ]; then targets=("$target" "${targets[@]}"); else targets+=("$target"); fi
   done
+  lane_targets=()
+  lane_seconds=()
+  for ((lane = 0; lane < jobs; lane++)); do
+    lane_targets[lane]=""
+    lane_seconds[lane]=0
+  done
+  for target in "${targets[@]}"; do
+    best=0
+    for ((lane = 1; lane < jobs; lane++)); do
+      if ((lane_seconds[lane] < lane_seconds[best])); then best=$lane; fi
+    done
+    lane_targets[best]+="$target "
+    lane_seconds[best]=$((lane_seconds[best] + $(fuzz_seconds_of "$target")))
+  done
   lanes=()
   for ((lane = 0; lane < jobs; lane++)); do
-    ( for ((i = lane; i < ${#targets[@]}; i += jobs)); do fuzz_target "${targets[i]}"; done ) &
+    # shellcheck disable=SC2086 # the targets' paths are under $build_san, a relative path without spaces
+    ( for target in ${lane_targets[lane]}; do fuzz_target "$target"; done ) &
     lanes+=($!)
   done
   wait "${lanes[@]}"
