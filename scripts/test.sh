@@ -99,6 +99,12 @@ CANOPY_DAEMON="$root/build/daemon/canopyd" build/python-venv/bin/python -m pytes
 build_san="build-asan"
 if [ "${CANOPY_SKIP_ASAN:-0}" != 1 ] || [ "${CANOPY_SKIP_FUZZ:-0}" != 1 ]; then
   stage "sanitizer build (clang, ASan + UBSan, with the libFuzzer targets)"
+  # CMake cannot change a build's compiler in place: a build-asan/ that another compiler configured is
+  # configured afresh.
+  if [ -f "$build_san/CMakeCache.txt" ] &&
+    ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*clang++' "$build_san/CMakeCache.txt"; then
+    rm -rf "$build_san/CMakeCache.txt" "$build_san/CMakeFiles"
+  fi
   cmake -S . -B "$build_san" -G Ninja "${launcher[@]}" "${fatbin[@]}" -DCMAKE_C_COMPILER=clang \
     -DCMAKE_CXX_COMPILER=clang++ -DCANOPY_SANITIZE=ON -DCANOPY_FUZZ=ON -DCANOPY_BENCH=OFF \
     -DCMAKE_BUILD_TYPE=Debug >/dev/null
