@@ -127,8 +127,7 @@ fi
 if [ "${CANOPY_SKIP_FUZZ:-0}" != 1 ]; then
   stage "fuzz targets, $jobs at a time"
   fuzz_logs=$(mktemp -d)
-  # Runs fuzz target $1 on a copy of its seed corpus; its report goes to $fuzz_logs/NAME.log and its status to
-  # NAME.rc (0, or what libFuzzer exited with on a finding).
+  # How long target $1 fuzzes: $fuzz_seconds for fuzz_decode_task_args, a third of it (at least 5 s) for the others.
   fuzz_seconds_of() {
     if [ "$(basename "$1")" = fuzz_decode_task_args ]; then
       echo "$fuzz_seconds"
@@ -136,6 +135,8 @@ if [ "${CANOPY_SKIP_FUZZ:-0}" != 1 ]; then
       echo $(( fuzz_seconds / 3 > 5 ? fuzz_seconds / 3 : 5 ))
     fi
   }
+  # Runs fuzz target $1 on a copy of its seed corpus; its report goes to $fuzz_logs/NAME.log and its status to
+  # NAME.rc (0, or what libFuzzer exited with on a finding).
   fuzz_target() {
     local target=$1 name seconds corpus rc=0
     name=$(basename "$target")
