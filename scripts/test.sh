@@ -127,20 +127,13 @@ fi
 if [ "${CANOPY_SKIP_FUZZ:-0}" != 1 ]; then
   stage "fuzz targets, $jobs at a time"
   fuzz_logs=$(mktemp -d)
-  # How long target $1 fuzzes: $fuzz_seconds for fuzz_decode_task_args, a third of it (at least 5 s) for the others.
-  fuzz_seconds_of() {
-    if [ "$(basename "$1")" = fuzz_decode_task_args ]; then
-      echo "$fuzz_seconds"
-    else
-      echo $(( fuzz_seconds / 3 > 5 ? fuzz_seconds / 3 : 5 ))
-    fi
-  }
   # Runs fuzz target $1 on a copy of its seed corpus; its report goes to $fuzz_logs/NAME.log and its status to
   # NAME.rc (0, or what libFuzzer exited with on a finding).
   fuzz_target() {
     local target=$1 name seconds corpus rc=0
     name=$(basename "$target")
-    seconds=$(fuzz_seconds_of "$target")
+    seconds=$fuzz_seconds
+    [ "$name" = fuzz_decode_task_args ] || seconds=$(( fuzz_seconds / 3 > 5 ? fuzz_seconds / 3 : 5 ))
     corpus=$(mktemp -d)
     cp -r "$root/tests/fuzz/corpus/$name/." "$corpus/" 2>/dev/null || true
     "$target" -max_total_time="$seconds" -print_final_stats=1 "$corpus" >"$fuzz_logs/$name.log" 2>&1 || rc=$?
@@ -148,34 +141,18 @@ if [ "${CANOPY_SKIP_FUZZ:-0}" != 1 ]; then
     echo "$name for ${seconds}s" >"$fuzz_logs/$name.what"
     echo "$rc" >"$fuzz_logs/$name.rc"
   }
-  # $jobs lanes run side by side, each its targets one after another. fuzz_decode_task_args (the longest) is
-  # placed first, then each target in the lane with the least fuzzing time so far.
+  # $jobs targets fuzz at once, the longest (fuzz_decode_task_args) first; each of the others starts when one
+  # ends.
   targets=()
   for target in "$build_san"/tests/fuzz/fuzz_*; do
     [ -x "$target" ] || continue
     if [ "$(basename "$target")" = fuzz_decode_task_args ]; then targets=("$target" "${targets[@]}"); else targets+=("$target"); fi
   done
-  lane_targets=()
-  lane_seconds=()
-  for ((lane = 0; lane < jobs; lane++)); do
-    lane_targets[lane]=""
-    lane_seconds[lane]=0
-  done
   for target in "${targets[@]}"; do
-    best=0
-    for ((lane = 1; lane < jobs; lane++)); do
-      if ((lane_seconds[lane] < lane_seconds[best])); then best=$lane; fi
-    done
-    lane_targets[best]+="$target "
-    lane_seconds[best]=$((lane_seconds[best] + $(fuzz_seconds_of "$target")))
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+    fuzz_target "$target" &
   done
-  lanes=()
-  for ((lane = 0; lane < jobs; lane++)); do
-    # shellcheck disable=SC2086 # the targets' paths are under $build_san, a relative path without spaces
-    ( for target in ${lane_targets[lane]}; do fuzz_target "$target"; done ) &
-    lanes+=($!)
-  done
-  wait "${lanes[@]}"
+  wait
   fuzz_failed=0
   for target in "${targets[@]}"; do
     name=$(basename "$target")
