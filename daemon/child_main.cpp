@@ -1,4 +1,5 @@
 #include "cuda/driver.h"
+#include "daemon/json_codec.h"
 #include "daemon/remote_link.h"
 #include "daemon/supervisor.h"
 #include "ipc/child_message.h"

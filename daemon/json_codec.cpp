@@ -1,5 +1,6 @@
 #include "daemon/json_codec.h"
 
+#include "config/bounded_json.h"
 #include "daemon/json_numbers.h"
 #include "daemon/request_error.h"
 #include "protocol/builtin_launch.h"
@@ -454,34 +455,84 @@ std::string workers_to_json(const std::vector<WorkerStatus>& workers) {
     return list.dump();
 }
 
-std::vector<WorkerStatus> workers_from_json(const std::string& text) {
-    std::vector<WorkerStatus> out;
-    const auto list = nlohmann::json::parse(text, nullptr, false);
-    if (!list.is_array()) {
-        return out;
-    }
-    for (const auto& j : list) {
-        if (!j.is_object()) {
-            continue;
+std::vector<WorkerStatus> workers_from_json(std::string_view text) {
+    const config::BoundedJson doc = config::parse_bounded_json(text, 2);
+    if (doc.refusal) {
+        const config::JsonRefusal& r = *doc.refusal;
+        switch (r.kind) {
+        case config::JsonRefusalKind::TOO_DEEP:
+            bad_request(r.pointer + ": a container inside a worker (a list of workers holds objects of scalars)");
+        case config::JsonRefusalKind::DUPLICATE_KEY:
+            bad_request(r.pointer + ": key \"" + r.key + "\" given twice");
+        case config::JsonRefusalKind::SYNTAX:
+            break;
         }
+        bad_request("not JSON: " + r.message);
+    }
+    if (!doc.value.is_array()) {
+        bad_request(std::string("expected an array of workers, got ") + doc.value.type_name());
+    }
+    std::vector<WorkerStatus> out;
+    out.reserve(doc.value.size());
+    for (std::size_t i = 0; i < doc.value.size(); ++i) {
+        const json& j = doc.value[i];
+        const std::string where = "[" + std::to_string(i) + "]";
+        if (!j.is_object()) {
+            bad_request(where + ": expected a worker object, got " + j.type_name());
+        }
+        const auto optional = [&](const char* key) -> const json* {
+            const auto it = j.find(key);
+            return it == j.end() ? nullptr : &*it;
+        };
+        const auto optional_string = [&](const char* key) {
+            return optional(key) != nullptr ? string_member(j, key, where) : std::string();
+        };
         WorkerStatus w;
-        w.path = j.value("path", "");
-        w.kind = j.value("kind", "");
-        w.backend = j.value("backend", "");
-        w.device = j.value("device", 0u);
-        w.pid = j.value("pid", -1);
-        const std::string state = j.value("state", "");
-        for (auto s : {WorkerState::STARTING, WorkerState::RUNNING, WorkerState::RESTARTING, WorkerState::DEAD,
-                       WorkerState::STOPPED}) {
+        w.path = string_member(j, "path", where);
+        if (w.path.empty()) {
+            bad_request(where + ".path: empty");
+        }
+        const std::string state = string_member(j, "state", where);
+        bool known = false;
+        for (const auto s : {WorkerState::STARTING, WorkerState::RUNNING, WorkerState::RESTARTING, WorkerState::DEAD,
+                             WorkerState::STOPPED}) {
             if (state == to_string(s)) {
                 w.state = s;
+                known = true;
             }
         }
-        w.restarts = j.value("restarts", 0u);
-        w.tasks_done = j.value("tasks_done", std::uint64_t{0});
-        w.tasks_failed = j.value("tasks_failed", std::uint64_t{0});
-        w.uptime_s = j.value("uptime_s", 0.0);
-        w.last_exit = j.value("last_exit", "");
+        if (!known) {
+            bad_request(where + ".state: unknown state \"" + state + "\"");
+        }
+        w.kind = optional_string("kind");
+        w.backend = optional_string("backend");
+        w.last_exit = optional_string("last_exit");
+        if (const json* v = optional("device")) {
+            w.device = static_cast<std::uint32_t>(read_unsigned(*v, where + ".device", 0, UINT32_MAX));
+        }
+        if (const json* v = optional("pid")) {
+            const std::int64_t pid = read_int64(*v, where + ".pid");
+            if (pid < -1 || pid > std::numeric_limits<pid_t>::max()) {
+                bad_request(where + ".pid: " + std::to_string(pid) + " is out of range -1.." +
+                            std::to_string(std::numeric_limits<pid_t>::max()));
+            }
+            w.pid = static_cast<pid_t>(pid);
+        }
+        if (const json* v = optional("restarts")) {
+            w.restarts = static_cast<std::uint32_t>(read_unsigned(*v, where + ".restarts", 0, UINT32_MAX));
+        }
+        if (const json* v = optional("tasks_done")) {
+            w.tasks_done = read_unsigned(*v, where + ".tasks_done", 0, UINT64_MAX);
+        }
+        if (const json* v = optional("tasks_failed")) {
+            w.tasks_failed = read_unsigned(*v, where + ".tasks_failed", 0, UINT64_MAX);
+        }
+        if (const json* v = optional("uptime_s")) {
+            w.uptime_s = read_float64(*v, where + ".uptime_s");
+            if (!(w.uptime_s >= 0)) {
+                bad_request(where + ".uptime_s: " + v->dump() + " is negative");
+            }
+        }
         out.push_back(std::move(w));
     }
     return out;

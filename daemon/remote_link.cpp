@@ -2,6 +2,7 @@
 
 #include "daemon/chunk_message.h"
 #include "daemon/host_window.h"
+#include "daemon/json_codec.h"
 #include "daemon/remote_call.h"
 #include "daemon/remote_credentials.h"
 #include "daemon/remote_server.h"
@@ -666,8 +667,9 @@ private:
         std::vector<WorkerStatus> workers;
         try {
             workers = workers_from_json(tree);
-        } catch (const std::exception&) {
-            return; // a tree this version cannot read is not shown
+        } catch (const std::exception& e) {
+            // Tasks are routed by the tree, so a node whose tree cannot be read cannot be served.
+            lost("its worker tree is unreadable: " + std::string(e.what()));
         }
         for (auto& w : workers) {
             w.path = path_ + (w.path.starts_with('/') ? w.path : "/" + w.path);
@@ -678,7 +680,9 @@ private:
         header.pid = ::getpid();
         std::vector<std::byte> bytes(sizeof header + json.size());
         if (bytes.size() > ipc::MAX_CHILD_MESSAGE_BYTES) {
-            return;
+            lost("its worker tree of " + std::to_string(workers.size()) + " workers takes " +
+                 std::to_string(json.size()) + " bytes, more than a status report holds (" +
+                 std::to_string(ipc::MAX_CHILD_MESSAGE_BYTES - sizeof header) + ")");
         }
         std::memcpy(bytes.data(), &header, sizeof header);
         std::memcpy(bytes.data() + sizeof header, json.data(), json.size());

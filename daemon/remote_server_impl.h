@@ -8,6 +8,7 @@
 
 #include "daemon/chunk_message.h"
 #include "daemon/host_window.h"
+#include "daemon/json_codec.h"
 #include "daemon/remote_call.h"
 #include "daemon/remote_credentials.h"
 #include "daemon/remote_server.h"

@@ -355,10 +355,6 @@ private:
     std::unordered_map<std::uint64_t, ErrorCode> kept_failures_;
 };
 
-// JSON text of a list of worker statuses, and back (used between supervisor levels).
-std::string workers_to_json(const std::vector<WorkerStatus>& workers);
-std::vector<WorkerStatus> workers_from_json(const std::string& text);
-
 // "args[I]": how a refusal names a task's I-th argument.
 inline std::string arg_field(std::size_t i) {
     return "args[" + std::to_string(i) + "]";

@@ -1,3 +1,4 @@
+#include "daemon/json_codec.h"
 #include "daemon/supervisor.h"
 #include "ipc/child_message.h"
 #include "ipc/fd_passing.h"
@@ -31,8 +32,16 @@ void Supervisor::control_loop(ChildSlot& slot, Incarnation& inc) {
         }
         std::memcpy(&m, buffer.data(), sizeof m);
         if (static_cast<ipc::ChildMessageType>(m.type) == ipc::ChildMessageType::STATUS_REPLY) {
-            std::vector<WorkerStatus> workers =
-                workers_from_json(std::string(reinterpret_cast<const char*>(buffer.data()) + sizeof m, n - sizeof m));
+            std::vector<WorkerStatus> workers;
+            try {
+                workers = workers_from_json(
+                    std::string_view(reinterpret_cast<const char*>(buffer.data()) + sizeof m, n - sizeof m));
+            } catch (const std::exception& e) {
+                // The child's workers keep the tree it reported before.
+                log_->warn("worker {}: its status report of {} bytes is unreadable: {}", slot.path, n - sizeof m,
+                           e.what());
+                continue;
+            }
             {
                 std::lock_guard lock(slot.mu);
                 inc.reported = std::move(workers);

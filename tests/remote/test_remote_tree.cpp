@@ -1,0 +1,166 @@
+// The worker tree a remote host reports, as an L4 reads it: a host whose tree the L4 cannot read, or whose tree
+// is larger than a status report holds, is lost with the reason in the L4's status and log, and the L4 keeps
+// serving. The host is a fake node in this process (a gRPC server on loopback) that sends a hello and the tree
+// it is given.
+#include "daemon/remote_server.h"
+#include "remote/canopy_remote.grpc.pb.h"
+#include "tests/remote/remote_fixture.h"
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <grpcpp/grpcpp.h>
+
+using namespace canopy::e2e;
+using nlohmann::json;
+namespace pb = canopy::remote::v1;
+
+namespace {
+
+// Sends a hello and then `tree` on the session stream, which stays open without heartbeats until the L4 ends it;
+// a Tasks stream is read and never answered.
+class TreeNode final : public pb::Node::CallbackService {
+public:
+    explicit TreeNode(std::string tree) : tree_(std::move(tree)) {}
+
+    grpc::ServerWriteReactor<pb::NodeEvent>* Attach(grpc::CallbackServerContext* /*context*/,
+                                                    const pb::AttachRequest* /*request*/) override {
+        return new Events(tree_);
+    }
+
+    grpc::ServerBidiReactor<pb::TaskCalls, pb::TaskReplies>* Tasks(grpc::CallbackServerContext* /*context*/) override {
+        return new Drain;
+    }
+
+private:
+    class Events final : public grpc::ServerWriteReactor<pb::NodeEvent> {
+    public:
+        explicit Events(const std::string& tree) {
+            pb::Hello* hello = events_[0].mutable_hello();
+            hello->set_name("hb");
+            hello->set_owner_instance(std::string(16, 'z'));
+            hello->set_session(1);
+            hello->set_protocol(canopy::daemon::REMOTE_PROTOCOL);
+            hello->set_pid(1);
+            events_[1].set_status(tree);
+            StartWrite(&events_[0]);
+        }
+        void OnWriteDone(bool ok) override {
+            if (!ok) {
+                end();
+            } else if (++sent_ < 2) {
+                StartWrite(&events_[sent_]);
+            }
+        }
+        void OnCancel() override { end(); }
+        void OnDone() override { delete this; }
+
+    private:
+        void end() {
+            if (!ended_.exchange(true)) {
+                Finish(grpc::Status::CANCELLED);
+            }
+        }
+        pb::NodeEvent events_[2];
+        int sent_ = 0;
+        std::atomic<bool> ended_{false};
+    };
+
+    class Drain final : public grpc::ServerBidiReactor<pb::TaskCalls, pb::TaskReplies> {
+    public:
+        Drain() { StartRead(&in_); }
+        void OnReadDone(bool ok) override {
+            if (ok) {
+                StartRead(&in_);
+            } else {
+                end();
+            }
+        }
+        void OnCancel() override { end(); }
+        void OnDone() override { delete this; }
+
+    private:
+        void end() {
+            if (!ended_.exchange(true)) {
+                Finish(grpc::Status::OK);
+            }
+        }
+        pb::TaskCalls in_;
+        std::atomic<bool> ended_{false};
+    };
+
+    std::string tree_;
+};
+
+struct FakeNode {
+    explicit FakeNode(std::string tree) : service(std::move(tree)) {
+        grpc::ServerBuilder builder;
+        builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+        builder.RegisterService(&service);
+        server = builder.BuildAndStart();
+        REQUIRE(server);
+        REQUIRE(port > 0);
+    }
+    ~FakeNode() { server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1)); }
+    FakeNode(const FakeNode&) = delete;
+    FakeNode& operator=(const FakeNode&) = delete;
+
+    TreeNode service;
+    int port = 0;
+    std::unique_ptr<grpc::Server> server;
+};
+
+json tree_worker(const std::string& path, const json& extra = json::object()) {
+    json w = {{"path", path}, {"kind", "sub"}, {"state", "running"}, {"pid", 77}};
+    w.update(extra);
+    return w;
+}
+
+// The L4's reason for losing hb, once it holds `part`; the L4's own sub still runs a task.
+std::string lost_because(const std::string& tree, const std::string& part) {
+    FakeNode node(tree);
+    Daemon rack(l4_config({remote_node("hb", loopback(static_cast<std::uint16_t>(node.port)), "insecure", 5000)}));
+    const std::string why = eventually_last_exit(rack, "/hb", part);
+    CHECK(eventually_logged(rack, {"hb", part}));
+    CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
+          "completed");
+    return why;
+}
+
+} // namespace
+
+TEST_CASE("an L4 shows the workers a remote host reports", "[remote][tree]") {
+    FakeNode node(json::array({tree_worker("/sub0"), tree_worker("/sub1", {{"state", "dead"}})}).dump());
+    Daemon rack(l4_config({remote_node("hb", loopback(static_cast<std::uint16_t>(node.port)), "insecure", 5000)}));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    RawClient c(rack.socket());
+    const json workers = c.request({{"op", "status"}}).at("workers");
+    bool dead_seen = false;
+    for (const json& w : workers) {
+        if (w.at("path") == "/hb/sub1") {
+            dead_seen = w.at("state") == "dead";
+        }
+    }
+    CHECK(dead_seen);
+}
+
+TEST_CASE("a remote host whose worker tree the L4 cannot read is lost, naming the field", "[remote][tree]") {
+    const std::string part = "its worker tree is unreadable: [1].pid: 1e+300 is out of range for int64";
+    const std::string why =
+        lost_because(json::array({tree_worker("/sub0"), tree_worker("/sub1", {{"pid", 1e300}})}).dump(), part);
+    INFO(why);
+    CHECK_THAT(why, Catch::Contains("host hb at 127.0.0.1:"));
+    CHECK_THAT(why, Catch::Contains(part));
+    CHECK_THAT(lost_because("[{\"path\": \"/sub0\", \"state\": \"running\"", "its worker tree is unreadable: not JSON"),
+               Catch::Contains("lost: its worker tree is unreadable: not JSON"));
+}
+
+TEST_CASE("a remote host whose worker tree is larger than a status report holds is lost, naming the sizes",
+          "[remote][tree]") {
+    json tree = json::array();
+    for (int i = 0; i < 400; ++i) {
+        tree.push_back(tree_worker("/sub" + std::to_string(i), {{"last_exit", std::string(200, 'x')}}));
+    }
+    const std::string why = lost_because(tree.dump(), "its worker tree of 400 workers takes");
+    INFO(why);
+    CHECK_THAT(why, Catch::Contains("bytes, more than a status report holds (65"));
+}
