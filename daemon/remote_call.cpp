@@ -305,4 +305,21 @@ BufferDescriptor remote_buffer_descriptor(std::string_view hex, const std::strin
     return d;
 }
 
+std::optional<std::string> hello_refusal(const canopy::remote::v1::Hello& hello, std::uint32_t protocol) {
+    if (hello.protocol() != protocol) {
+        return "speaks remote protocol " + std::to_string(hello.protocol()) + ", this L4 " + std::to_string(protocol);
+    }
+    if (hello.session() == 0) {
+        return "names session 0";
+    }
+    if (hello.owner_instance().size() != sizeof(CanonicalIdentity::owner_instance)) {
+        return "holds a buffer owner nonce of " + std::to_string(hello.owner_instance().size()) + " bytes, not " +
+               std::to_string(sizeof(CanonicalIdentity::owner_instance));
+    }
+    if (hello.owner_instance().find_first_not_of('\0') == std::string::npos) {
+        return "holds an all-zero buffer owner nonce";
+    }
+    return std::nullopt;
+}
+
 } // namespace canopy::daemon

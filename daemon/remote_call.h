@@ -6,7 +6,7 @@
 //
 // The same holds for the other bytes that cross the link: a Buffer call becomes a BufferCall here on the node
 // (decode_buffer_call), and the descriptor a node answered becomes a BufferDescriptor on the L4
-// (remote_buffer_descriptor), each validated.
+// (remote_buffer_descriptor), each validated, as is the Hello a node opens a session with (hello_refusal).
 //
 // Thread safety: pure functions.
 
@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,7 @@ class TaskCall;
 class BufferCall;
 class ReadCall;
 class Chunk;
+class Hello;
 } // namespace canopy::remote::v1
 
 namespace canopy::daemon {
@@ -107,5 +109,9 @@ std::string remote_buffer_hex(std::string_view descriptor_bytes);
 // The descriptor a remote creation answered. Throws RequestError(INVALID_DESCRIPTOR) naming `host` when `hex` is
 // not the hex of 96 bytes or validate_descriptor refuses them.
 BufferDescriptor remote_buffer_descriptor(std::string_view hex, const std::string& host);
+
+// What is wrong with the Hello a node opened its session with, as the L4 reads it ("names session 0"), or
+// nothing: the protocol is `protocol`, the session is not 0, and the buffer owner nonce is 16 bytes, not all zero.
+std::optional<std::string> hello_refusal(const canopy::remote::v1::Hello& hello, std::uint32_t protocol);
 
 } // namespace canopy::daemon

@@ -627,11 +627,16 @@ private:
             heard();
             switch (event.event_case()) {
             case pb::NodeEvent::kHello: {
+                // session_ is written on this thread alone.
+                if (session_ != 0) {
+                    lost("it sent a second hello in session " + std::to_string(session_));
+                }
+                if (const auto why = hello_refusal(event.hello(), REMOTE_PROTOCOL)) {
+                    lost("its hello " + *why);
+                }
                 std::lock_guard lock(mu_);
                 session_ = event.hello().session();
-                if (event.hello().owner_instance().size() == node_owner_.size()) {
-                    std::memcpy(node_owner_.data(), event.hello().owner_instance().data(), node_owner_.size());
-                }
+                std::memcpy(node_owner_.data(), event.hello().owner_instance().data(), node_owner_.size());
                 cv_.notify_all();
                 break;
             }

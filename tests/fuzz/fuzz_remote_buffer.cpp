@@ -2,7 +2,8 @@
 // decodes a Buffer call of its L4 with decode_buffer_call, a Read call with decode_read_call and the first chunk of
 // a Write with scan_chunk (in place, as both ends read every chunk) and decode_write_head, then checks the range
 // against a buffer with check_range; the L4 reads the descriptor a node answered with remote_buffer_descriptor
-// (daemon/remote_call.h), both from the input as it comes and from the input's own bytes as hex.
+// (daemon/remote_call.h), both from the input as it comes and from the input's own bytes as hex; and the Hello a
+// node opens its session with (hello_refusal).
 //
 // Invariants: decode_buffer_call either throws RequestError or returns a creation whose access is valid, or a
 // release of the call's 32 bytes; remote_buffer_descriptor either throws RequestError(INVALID_DESCRIPTOR) or
@@ -73,6 +74,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             }
         } catch (const canopy::daemon::RequestError&) {
         }
+    }
+    // The Hello a node opens its session with: a Hello taken has a session, the protocol asked for and a nonce of
+    // 16 bytes that are not all zero.
+    canopy::remote::v1::Hello hello;
+    if (hello.ParseFromArray(data, static_cast<int>(size)) && !canopy::daemon::hello_refusal(hello, 2) &&
+        (hello.session() == 0 || hello.protocol() != 2 || hello.owner_instance().size() != 16 ||
+         hello.owner_instance() == std::string(16, '\0'))) {
+        std::abort();
     }
     const std::uint64_t nbytes = size == 0 ? 0 : std::uint64_t{data[0]} << (data[size - 1] % 48);
     canopy::remote::v1::ReadCall read;

@@ -1,8 +1,8 @@
 // canopy_fuzz_seeds DIR: writes the seed corpus of the fuzz targets, DIR/fuzz_decode_task_args/*.bin
 // (valid TaskArgs blobs), DIR/fuzz_parse_identity/*.txt (valid identity strings) and DIR/fuzz_remote_call/*.bin
 // (TaskCalls messages carrying those blobs, one call each and all in one, as an L4 sends them to its node),
-// DIR/fuzz_remote_buffer/*.bin (descriptors a node answers and the Buffer calls of an L4). The output is
-// committed under tests/fuzz/corpus/; rerun this after a change to the wire layout.
+// DIR/fuzz_remote_buffer/*.bin (descriptors a node answers, the Buffer calls of an L4 and a node's Hello). The
+// output is committed under tests/fuzz/corpus/; rerun this after a change to the wire layout.
 
 #include "protocol/mailbox.h"
 #include "protocol/protocol.h"
@@ -137,5 +137,14 @@ int main(int argc, char** argv) {
     create.set_access(3);
     const std::string bytes = create.SerializeAsString();
     write_file(buffers / ("seed" + std::to_string(n++) + ".bin"), bytes.data(), bytes.size());
+    // The Hello a node opens its session with.
+    canopy::remote::v1::Hello hello;
+    hello.set_name("hb");
+    hello.set_owner_instance(std::string(reinterpret_cast<const char*>(ids[1].owner_instance.data()), 16));
+    hello.set_session(1);
+    hello.set_protocol(2);
+    hello.set_pid(4242);
+    const std::string hello_bytes = hello.SerializeAsString();
+    write_file(buffers / "hello0.bin", hello_bytes.data(), hello_bytes.size());
     return 0;
 }

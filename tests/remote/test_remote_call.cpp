@@ -361,3 +361,25 @@ TEST_CASE("a batch of the Tasks stream takes the oldest calls, at most MAX_BATCH
     CHECK(first.calls_size() == 1);
     CHECK(alone.size() == 1);
 }
+
+TEST_CASE("a node's Hello is taken, or refused saying what is wrong", "[remote]") {
+    pb::Hello hello;
+    hello.set_name("hb");
+    hello.set_session(4);
+    hello.set_protocol(2);
+    hello.set_owner_instance(std::string(15, '\0') + '\x01');
+    CHECK_FALSE(daemon::hello_refusal(hello, 2));
+    CHECK(daemon::hello_refusal(hello, 3) == "speaks remote protocol 2, this L4 3");
+    pb::Hello no_session = hello;
+    no_session.set_session(0);
+    CHECK(daemon::hello_refusal(no_session, 2) == "names session 0");
+    for (const std::size_t bytes : {std::size_t{0}, std::size_t{15}, std::size_t{17}}) {
+        pb::Hello short_nonce = hello;
+        short_nonce.set_owner_instance(std::string(bytes, '\x05'));
+        CHECK(daemon::hello_refusal(short_nonce, 2) ==
+              "holds a buffer owner nonce of " + std::to_string(bytes) + " bytes, not 16");
+    }
+    pb::Hello zero = hello;
+    zero.set_owner_instance(std::string(16, '\0'));
+    CHECK(daemon::hello_refusal(zero, 2) == "holds an all-zero buffer owner nonce");
+}

@@ -1,7 +1,7 @@
-// The worker tree a remote host reports, as an L4 reads it: a host whose tree the L4 cannot read, or whose tree
-// is larger than a status report holds, is lost with the reason in the L4's status and log, and the L4 keeps
-// serving. The host is a fake node in this process (a gRPC server on loopback) that sends a hello and the tree
-// it is given.
+// What a remote host says of itself on its session, as an L4 reads it: its Hello and its worker tree. A host
+// whose Hello is refused, whose tree the L4 cannot read, or whose tree is larger than a status report holds, is
+// lost with the reason in the L4's status and log, and the L4 keeps serving. The host is a fake node in this
+// process (a gRPC server on loopback) that sends the events it is given.
 #include "daemon/remote_server.h"
 #include "remote/canopy_remote.grpc.pb.h"
 #include "tests/remote/remote_fixture.h"
@@ -16,15 +16,15 @@ namespace pb = canopy::remote::v1;
 
 namespace {
 
-// Sends a hello and then `tree` on the session stream, which stays open without heartbeats until the L4 ends it;
-// a Tasks stream is read and never answered.
-class TreeNode final : public pb::Node::CallbackService {
+// Sends `events` on the session stream, which then stays open without heartbeats until the L4 ends it; a Tasks
+// stream is read and never answered.
+class FakeNodeService final : public pb::Node::CallbackService {
 public:
-    explicit TreeNode(std::string tree) : tree_(std::move(tree)) {}
+    explicit FakeNodeService(std::vector<pb::NodeEvent> events) : events_(std::move(events)) {}
 
     grpc::ServerWriteReactor<pb::NodeEvent>* Attach(grpc::CallbackServerContext* /*context*/,
                                                     const pb::AttachRequest* /*request*/) override {
-        return new Events(tree_);
+        return new Events(events_);
     }
 
     grpc::ServerBidiReactor<pb::TaskCalls, pb::TaskReplies>* Tasks(grpc::CallbackServerContext* /*context*/) override {
@@ -34,20 +34,15 @@ public:
 private:
     class Events final : public grpc::ServerWriteReactor<pb::NodeEvent> {
     public:
-        explicit Events(const std::string& tree) {
-            pb::Hello* hello = events_[0].mutable_hello();
-            hello->set_name("hb");
-            hello->set_owner_instance(std::string(16, 'z'));
-            hello->set_session(1);
-            hello->set_protocol(canopy::daemon::REMOTE_PROTOCOL);
-            hello->set_pid(1);
-            events_[1].set_status(tree);
-            StartWrite(&events_[0]);
+        explicit Events(std::vector<pb::NodeEvent> events) : events_(std::move(events)) {
+            if (!events_.empty()) {
+                StartWrite(&events_[0]);
+            }
         }
         void OnWriteDone(bool ok) override {
             if (!ok) {
                 end();
-            } else if (++sent_ < 2) {
+            } else if (++sent_ < events_.size()) {
                 StartWrite(&events_[sent_]);
             }
         }
@@ -60,8 +55,8 @@ private:
                 Finish(grpc::Status::CANCELLED);
             }
         }
-        pb::NodeEvent events_[2];
-        int sent_ = 0;
+        std::vector<pb::NodeEvent> events_;
+        std::size_t sent_ = 0;
         std::atomic<bool> ended_{false};
     };
 
@@ -88,11 +83,28 @@ private:
         std::atomic<bool> ended_{false};
     };
 
-    std::string tree_;
+    std::vector<pb::NodeEvent> events_;
 };
 
+pb::NodeEvent hello_event() {
+    pb::NodeEvent event;
+    pb::Hello* hello = event.mutable_hello();
+    hello->set_name("hb");
+    hello->set_owner_instance(std::string(16, 'z'));
+    hello->set_session(1);
+    hello->set_protocol(canopy::daemon::REMOTE_PROTOCOL);
+    hello->set_pid(1);
+    return event;
+}
+
+pb::NodeEvent tree_event(const std::string& tree) {
+    pb::NodeEvent event;
+    event.set_status(tree);
+    return event;
+}
+
 struct FakeNode {
-    explicit FakeNode(std::string tree) : service(std::move(tree)) {
+    explicit FakeNode(std::vector<pb::NodeEvent> events) : service(std::move(events)) {
         grpc::ServerBuilder builder;
         builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
         builder.RegisterService(&service);
@@ -104,7 +116,7 @@ struct FakeNode {
     FakeNode(const FakeNode&) = delete;
     FakeNode& operator=(const FakeNode&) = delete;
 
-    TreeNode service;
+    FakeNodeService service;
     int port = 0;
     std::unique_ptr<grpc::Server> server;
 };
@@ -115,9 +127,9 @@ json tree_worker(const std::string& path, const json& extra = json::object()) {
     return w;
 }
 
-// The L4's reason for losing hb, once it holds `part`; the L4's own sub still runs a task.
-std::string lost_because(const std::string& tree, const std::string& part) {
-    FakeNode node(tree);
+// The L4's reason for losing hb after hb sent `events`, once it holds `part`; the L4's own sub still runs a task.
+std::string lost_because(std::vector<pb::NodeEvent> events, const std::string& part) {
+    FakeNode node(std::move(events));
     Daemon rack(l4_config({remote_node("hb", loopback(static_cast<std::uint16_t>(node.port)), "insecure", 5000)}));
     const std::string why = eventually_last_exit(rack, "/hb", part);
     CHECK(eventually_logged(rack, {"hb", part}));
@@ -129,7 +141,8 @@ std::string lost_because(const std::string& tree, const std::string& part) {
 } // namespace
 
 TEST_CASE("an L4 shows the workers a remote host reports", "[remote][tree]") {
-    FakeNode node(json::array({tree_worker("/sub0"), tree_worker("/sub1", {{"state", "dead"}})}).dump());
+    FakeNode node({hello_event(),
+                   tree_event(json::array({tree_worker("/sub0"), tree_worker("/sub1", {{"state", "dead"}})}).dump())});
     Daemon rack(l4_config({remote_node("hb", loopback(static_cast<std::uint16_t>(node.port)), "insecure", 5000)}));
     REQUIRE(eventually_running(rack, "/hb/sub0"));
     RawClient c(rack.socket());
@@ -145,12 +158,14 @@ TEST_CASE("an L4 shows the workers a remote host reports", "[remote][tree]") {
 
 TEST_CASE("a remote host whose worker tree the L4 cannot read is lost, naming the field", "[remote][tree]") {
     const std::string part = "its worker tree is unreadable: [1].pid: 1e+300 is out of range for int64";
-    const std::string why =
-        lost_because(json::array({tree_worker("/sub0"), tree_worker("/sub1", {{"pid", 1e300}})}).dump(), part);
+    const std::string why = lost_because(
+        {hello_event(), tree_event(json::array({tree_worker("/sub0"), tree_worker("/sub1", {{"pid", 1e300}})}).dump())},
+        part);
     INFO(why);
     CHECK_THAT(why, Catch::Contains("host hb at 127.0.0.1:"));
     CHECK_THAT(why, Catch::Contains(part));
-    CHECK_THAT(lost_because("[{\"path\": \"/sub0\", \"state\": \"running\"", "its worker tree is unreadable: not JSON"),
+    CHECK_THAT(lost_because({hello_event(), tree_event("[{\"path\": \"/sub0\", \"state\": \"running\"")},
+                            "its worker tree is unreadable: not JSON"),
                Catch::Contains("lost: its worker tree is unreadable: not JSON"));
 }
 
@@ -160,7 +175,21 @@ TEST_CASE("a remote host whose worker tree is larger than a status report holds 
     for (int i = 0; i < 400; ++i) {
         tree.push_back(tree_worker("/sub" + std::to_string(i), {{"last_exit", std::string(200, 'x')}}));
     }
-    const std::string why = lost_because(tree.dump(), "its worker tree of 400 workers takes");
+    const std::string why =
+        lost_because({hello_event(), tree_event(tree.dump())}, "its worker tree of 400 workers takes");
     INFO(why);
     CHECK_THAT(why, Catch::Contains("bytes, more than a status report holds (65"));
+}
+
+TEST_CASE("a remote host whose Hello is refused, or that sends a second one, is lost, saying why", "[remote][tree]") {
+    pb::NodeEvent zero = hello_event();
+    zero.mutable_hello()->set_owner_instance(std::string(16, '\0'));
+    CHECK_THAT(lost_because({zero}, "its hello holds an all-zero buffer owner nonce"),
+               Catch::Contains("lost: its hello holds an all-zero buffer owner nonce"));
+    pb::NodeEvent old = hello_event();
+    old.mutable_hello()->set_protocol(1);
+    CHECK_THAT(lost_because({old}, "its hello speaks remote protocol 1, this L4 2"),
+               Catch::Contains("lost: its hello speaks remote protocol 1, this L4 2"));
+    CHECK_THAT(lost_because({hello_event(), hello_event()}, "it sent a second hello in session 1"),
+               Catch::Contains("lost: it sent a second hello in session 1"));
 }
