@@ -32,6 +32,9 @@ std::string_view to_string(LogFormat format) noexcept;
 
 // Limits of the schema. Names (nodes, preloads) are 1..MAX_NAME_LENGTH bytes of [A-Za-z0-9_.-].
 inline constexpr std::size_t MAX_NAME_LENGTH = 64;
+// Whether `name` is one a config may give a node: 1..MAX_NAME_LENGTH bytes of [A-Za-z0-9_.-], not made of dots
+// alone, and not a worker name (chipN, subN).
+bool is_node_name(std::string_view name) noexcept;
 inline constexpr std::uint32_t MAX_SUBS = 64;
 inline constexpr std::size_t MAX_SOCKET_PATH_BYTES = 107; // sun_path holds 108 bytes with the NUL
 inline constexpr std::uint32_t MIN_FRAME_BYTES = 1024;

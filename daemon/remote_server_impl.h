@@ -227,6 +227,11 @@ public:
         } else if (request->protocol() != REMOTE_PROTOCOL) {
             refusal = "the L4 speaks remote protocol " + std::to_string(request->protocol()) + ", this node " +
                       std::to_string(REMOTE_PROTOCOL);
+        } else if (!config::is_node_name(request->l4_name())) {
+            // Not quoted: the name goes to this node's log.
+            refusal = "the L4 names itself with " + std::to_string(request->l4_name().size()) +
+                      " bytes that are not a node name (1 to " + std::to_string(config::MAX_NAME_LENGTH) +
+                      " of A-Z a-z 0-9 _ . -, not dots alone, not chipN or subN)";
         }
         const auto lost_after = serve_.lost_after;
         const auto heartbeat = std::chrono::milliseconds(

@@ -110,3 +110,13 @@ ListenAddress read_listen_address(const Field& field) {
 }
 
 } // namespace canopy::config::detail
+
+namespace canopy::config {
+
+bool is_node_name(std::string_view name) noexcept {
+    return !name.empty() && name.size() <= MAX_NAME_LENGTH &&
+           std::all_of(name.begin(), name.end(), detail::is_name_char) &&
+           name.find_first_not_of('.') != std::string_view::npos && !detail::is_worker_name(name);
+}
+
+} // namespace canopy::config

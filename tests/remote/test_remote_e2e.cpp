@@ -217,8 +217,8 @@ TEST_CASE("the L4 refuses to restart a remote node's worker, naming the host tha
                Catch::Contains("worker hb/chip0 runs on the host of remote node /hb and is restarted there"));
 }
 
-TEST_CASE("a node refuses an L4 of another protocol and calls of a session not its own, and runs a message of "
-          "several calls",
+TEST_CASE("a node refuses an L4 of another protocol or whose name is not a node name, and calls of a session not "
+          "its own, and runs a message of several calls",
           "[remote]") {
     namespace pb = canopy::remote::v1;
     const std::uint16_t port = free_tcp_port();
@@ -243,6 +243,23 @@ TEST_CASE("a node refuses an L4 of another protocol and calls of a session not i
     }
 
     attach.set_protocol(canopy::daemon::REMOTE_PROTOCOL);
+    for (const std::string& name : {std::string(), std::string("rack\nforged log line"), std::string(65, 'r'),
+                                    std::string(".."), std::string("sub3")}) {
+        attach.set_l4_name(name);
+        grpc::ClientContext context;
+        const auto events = node->Attach(&context, attach);
+        pb::NodeEvent event;
+        CHECK_FALSE(events->Read(&event));
+        const grpc::Status status = events->Finish();
+        CHECK(status.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+        CHECK(status.error_message() == "the L4 names itself with " + std::to_string(name.size()) +
+                                            " bytes that are not a node name (1 to 64 of A-Z a-z 0-9 _ . -, not dots "
+                                            "alone, not chipN or subN)");
+    }
+    CHECK(eventually_logged(hb, {"refused an L4 session from", "the L4 names itself with 0 bytes"}));
+    CHECK_FALSE(has_log_line(hb, {"forged log line"}));
+
+    attach.set_l4_name("test");
     grpc::ClientContext session_context;
     const auto events = node->Attach(&session_context, attach);
     pb::NodeEvent hello;
