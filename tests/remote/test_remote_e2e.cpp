@@ -226,35 +226,30 @@ TEST_CASE("a node refuses an L4 of another protocol or whose name is not a node 
     const auto channel = grpc::CreateChannel(loopback(port), grpc::InsecureChannelCredentials());
     const auto node = pb::Node::NewStub(channel);
 
-    pb::AttachRequest attach;
-    attach.set_l4_name("test");
-    attach.set_heartbeat_ms(1000);
-    attach.set_protocol(canopy::daemon::REMOTE_PROTOCOL + 1);
-    {
+    // The refusal of an Attach: its stream ends UNAUTHENTICATED before any event, with this message.
+    const auto refusal = [&](const pb::AttachRequest& attach) {
         grpc::ClientContext context;
         const auto events = node->Attach(&context, attach);
         pb::NodeEvent event;
         CHECK_FALSE(events->Read(&event));
         const grpc::Status status = events->Finish();
         CHECK(status.error_code() == grpc::StatusCode::UNAUTHENTICATED);
-        CHECK(status.error_message() == "the L4 speaks remote protocol " +
-                                            std::to_string(canopy::daemon::REMOTE_PROTOCOL + 1) + ", this node " +
-                                            std::to_string(canopy::daemon::REMOTE_PROTOCOL));
-    }
+        return status.error_message();
+    };
+    pb::AttachRequest attach;
+    attach.set_l4_name("test");
+    attach.set_heartbeat_ms(1000);
+    attach.set_protocol(canopy::daemon::REMOTE_PROTOCOL + 1);
+    CHECK(refusal(attach) == "the L4 speaks remote protocol " + std::to_string(canopy::daemon::REMOTE_PROTOCOL + 1) +
+                                 ", this node " + std::to_string(canopy::daemon::REMOTE_PROTOCOL));
 
     attach.set_protocol(canopy::daemon::REMOTE_PROTOCOL);
     for (const std::string& name : {std::string(), std::string("rack\nforged log line"), std::string(65, 'r'),
                                     std::string(".."), std::string("sub3")}) {
         attach.set_l4_name(name);
-        grpc::ClientContext context;
-        const auto events = node->Attach(&context, attach);
-        pb::NodeEvent event;
-        CHECK_FALSE(events->Read(&event));
-        const grpc::Status status = events->Finish();
-        CHECK(status.error_code() == grpc::StatusCode::UNAUTHENTICATED);
-        CHECK(status.error_message() == "the L4 names itself with " + std::to_string(name.size()) +
-                                            " bytes that are not a node name (1 to 64 of A-Z a-z 0-9 _ . -, not dots "
-                                            "alone, not chipN or subN)");
+        CHECK(refusal(attach) == "the L4 names itself with " + std::to_string(name.size()) +
+                                     " bytes that are not a node name (1 to 64 of A-Z a-z 0-9 _ . -, not dots alone, "
+                                     "not chipN or subN)");
     }
     CHECK(eventually_logged(hb, {"refused an L4 session from", "the L4 names itself with 0 bytes"}));
     CHECK_FALSE(has_log_line(hb, {"forged log line"}));
