@@ -14,11 +14,13 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <fcntl.h>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <unistd.h>
 #include <vector>
 
@@ -179,6 +181,18 @@ public:
         std::lock_guard lock(mu_);
         push_exit_locked(newest_locked(index).pid, status);
         cv_.notify_all();
+    }
+    // The newest child started for slot `index` reports `text` as its worker tree (a STATUS_REPLY).
+    void report_status(std::uint32_t index, const std::string& text) {
+        std::lock_guard lock(mu_);
+        const Child& c = newest_locked(index);
+        ipc::ChildMessage m{};
+        m.type = static_cast<std::uint32_t>(ipc::ChildMessageType::STATUS_REPLY);
+        m.pid = c.pid;
+        std::vector<std::byte> bytes(sizeof m + text.size());
+        std::memcpy(bytes.data(), &m, sizeof m);
+        std::memcpy(bytes.data() + sizeof m, text.data(), text.size());
+        ipc::send_message(c.control.get(), bytes);
     }
     std::size_t spawns(std::uint32_t index) const {
         std::lock_guard lock(mu_);

@@ -229,3 +229,32 @@ TEST_CASE("a task past its timeout gets its worker killed at the deadline on the
                          " ran past its timeout of 1000 ms; killing the worker"})
               .size() == 1);
 }
+
+TEST_CASE("a nested node's worker tree shows under it, and an unreadable one is logged and leaves the tree before",
+          "[daemon][lifecycle][tree]") {
+    TempDir state;
+    CapturedLog log;
+    auto children = std::make_shared<FakeChildren>();
+    auto o = l4_options(state.path, 1, 0);
+    o.log = log.logger;
+    o.drain_timeout = 0ms;
+    daemon::SupervisorSeams seams;
+    seams.launcher = [children](daemon::ChildMain) { return std::make_unique<FakeLauncher>(children); };
+    daemon::Supervisor sup(std::move(o), std::move(seams));
+    sup.start();
+    REQUIRE(eventually(
+        [&] { return worker_status(sup, "/node0") && worker_status(sup, "/node0")->state == WorkerState::RUNNING; }));
+
+    children->report_status(0, R"([{"path": "/node0/sub7", "kind": "sub", "state": "running", "pid": 91}])");
+    REQUIRE(eventually([&] { return worker_status(sup, "/node0/sub7").has_value(); }));
+    CHECK(worker_status(sup, "/node0/sub7")->pid == 91);
+
+    children->report_status(0, R"([{"path": "/node0/sub8", "state": "running", "pid": 1e300}])");
+    REQUIRE(eventually([&] {
+        return !log.matching({"worker /node0: its status report of", "is unreadable: [0].pid: 1e+300 is out of range"})
+                    .empty();
+    }));
+    CHECK(worker_status(sup, "/node0/sub7").has_value());
+    CHECK_FALSE(worker_status(sup, "/node0/sub8").has_value());
+    sup.stop();
+}
