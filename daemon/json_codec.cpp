@@ -452,7 +452,9 @@ std::string workers_to_json(const std::vector<WorkerStatus>& workers) {
     for (const auto& w : workers) {
         list.push_back(worker_json(w));
     }
-    return list.dump();
+    // A text cut at a message's byte limit can end inside a character: such bytes become U+FFFD, as in every
+    // reply of the control socket, so that a tree can always be sent.
+    return list.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::vector<WorkerStatus> workers_from_json(std::string_view text) {

@@ -45,12 +45,13 @@ nlohmann::json buffer_json(const BufferInfo& info);
 nlohmann::json worker_json(const WorkerStatus& w);
 
 // The worker tree a supervisor sends up a level (a nested node's STATUS_REPLY, a remote node's status event):
-// a JSON array of worker_json objects, and back. workers_from_json reads text another process wrote: it takes
-// an array of objects, each with a non-empty "path" and a known "state"; "kind", "backend", "last_exit" (strings),
-// "device", "restarts" (unsigned 32-bit), "pid" (-1..pid_t max), "tasks_done", "tasks_failed" (unsigned 64-bit)
-// and "uptime_s" (a number >= 0) are optional and checked when present; other keys are ignored, but no value
-// may be an array or an object (the text is parsed at most two levels deep). Anything else throws
-// RequestError(BAD_REQUEST) naming the entry and field ("[2].pid: ..."), and nothing is cast or wrapped.
+// a JSON array of worker_json objects, and back. workers_to_json writes bytes that are not UTF-8 as U+FFFD.
+// workers_from_json reads text another process wrote: it takes an array of objects, each with a non-empty "path" and a
+// known "state"; "kind", "backend", "last_exit" (strings), "device", "restarts" (unsigned 32-bit), "pid" (-1..pid_t
+// max), "tasks_done", "tasks_failed" (unsigned 64-bit) and "uptime_s" (a number >= 0) are optional and checked when
+// present; other keys are ignored, but no value may be an array or an object (the text is parsed at most two levels
+// deep). Anything else throws RequestError(BAD_REQUEST) naming the entry and field ("[2].pid: ..."), and nothing is
+// cast or wrapped.
 std::string workers_to_json(const std::vector<WorkerStatus>& workers);
 std::vector<WorkerStatus> workers_from_json(std::string_view text);
 // {"name", "bytes", "format": "ptx"|"cubin"|"fatbin", "chips": [paths]}

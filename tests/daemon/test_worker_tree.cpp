@@ -131,3 +131,17 @@ TEST_CASE("a worker field given a value it cannot hold is refused naming the fie
     CHECK(edge.at(0).pid == 2147483647);
     CHECK(edge.at(0).device == 4294967295u);
 }
+
+TEST_CASE("a worker tree is written even when a text holds bytes that are not UTF-8, which become U+FFFD",
+          "[json][tree]") {
+    // A last exit cut at a message's byte limit can end inside a multi-byte character.
+    WorkerStatus w;
+    w.path = "/chip0";
+    w.state = WorkerState::RESTARTING;
+    w.last_exit = "fatal: cannot read /etc/canopy/caf\xc3";
+    w.kind = "chip\xff";
+    const std::vector<WorkerStatus> back = workers_from_json(workers_to_json({w}));
+    REQUIRE(back.size() == 1);
+    CHECK(back[0].last_exit == "fatal: cannot read /etc/canopy/caf\xef\xbf\xbd");
+    CHECK(back[0].kind == "chip\xef\xbf\xbd");
+}

@@ -3,7 +3,8 @@
 //
 // Invariants: workers_from_json either throws RequestError(BAD_REQUEST) or returns workers each with a non-empty
 // path, a pid of at least -1 and a finite uptime of at least 0; what it returns is written by workers_to_json into
-// text that reads back to the same workers.
+// text that reads back to the same workers; and workers_to_json writes a worker whose texts are the input's bytes,
+// UTF-8 or not, into text that reads back.
 #include "daemon/json_codec.h"
 #include "daemon/request_error.h"
 
@@ -25,6 +26,15 @@ bool same(const canopy::daemon::WorkerStatus& a, const canopy::daemon::WorkerSta
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     using namespace canopy::daemon;
+    // The input as a worker's texts, as a last exit cut at a message's byte limit can be: the tree is written
+    // whatever the bytes, and reads back.
+    WorkerStatus raw;
+    raw.path = "/chip0";
+    raw.last_exit.assign(reinterpret_cast<const char*>(data), size);
+    raw.kind = raw.last_exit.substr(0, 8);
+    if (workers_from_json(workers_to_json({raw})).size() != 1) {
+        std::abort();
+    }
     std::vector<WorkerStatus> workers;
     try {
         workers = workers_from_json(std::string_view(reinterpret_cast<const char*>(data), size));
