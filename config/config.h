@@ -32,9 +32,6 @@ std::string_view to_string(LogFormat format) noexcept;
 
 // Limits of the schema. Names (nodes, preloads) are 1..MAX_NAME_LENGTH bytes of [A-Za-z0-9_.-].
 inline constexpr std::size_t MAX_NAME_LENGTH = 64;
-// Whether `name` is one a config may give a node: 1..MAX_NAME_LENGTH bytes of [A-Za-z0-9_.-], not made of dots
-// alone, and not a worker name (chipN, subN).
-bool is_node_name(std::string_view name) noexcept;
 inline constexpr std::uint32_t MAX_SUBS = 64;
 inline constexpr std::size_t MAX_SOCKET_PATH_BYTES = 107; // sun_path holds 108 bytes with the NUL
 inline constexpr std::uint32_t MIN_FRAME_BYTES = 1024;
@@ -53,6 +50,10 @@ inline constexpr std::uint64_t MAX_PRELOAD_BYTES = std::uint64_t{1} << 40;
 inline constexpr std::uint32_t MAX_RESTART_BUDGET = 1000;
 // Every *_ms duration fits the int milliseconds that poll, epoll_wait and timerfd callers take.
 inline constexpr std::int64_t MAX_DURATION_MS = 2147483647;
+
+// Whether `name` is one a config may give a node: 1..MAX_NAME_LENGTH bytes of [A-Za-z0-9_.-], not made of dots
+// alone, and not a worker name (chipN, subN).
+bool is_node_name(std::string_view name) noexcept;
 
 // One chip worker: a process that owns one GPU (CUDA) or one simulated device (SIM).
 struct ChipConfig {

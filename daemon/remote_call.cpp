@@ -3,13 +3,12 @@
 #include "protocol/task_args.h"
 #include "remote/canopy_remote.pb.h"
 
+#include <algorithm>
+#include <cstring>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream.h>
 #include <google/protobuf/stubs/common.h>
 #include <google/protobuf/wire_format_lite.h>
-
-#include <algorithm>
-#include <cstring>
 #include <span>
 
 namespace canopy::daemon {
@@ -251,8 +250,8 @@ void copy_chunk_data(google::protobuf::io::ZeroCopyInputStream& message, const C
     }
     google::protobuf::io::CodedInputStream in(&message);
     if (!in.Skip(static_cast<int>(layout.data_at)) || !in.ReadRaw(to, static_cast<int>(layout.data_size))) {
-        throw RequestError(ErrorCode::BAD_REQUEST, "chunk: its data ended before " +
-                                                       std::to_string(layout.data_size) + " bytes");
+        throw RequestError(ErrorCode::BAD_REQUEST,
+                           "chunk: its data ended before " + std::to_string(layout.data_size) + " bytes");
     }
 }
 

@@ -153,3 +153,20 @@ TEST_CASE("a node needs at least one worker", "[config]") {
         {"zero subs, no chips", with_node(R"({"subs": 0, "chips": []})"), "/node", "got none"},
     });
 }
+
+TEST_CASE("is_node_name takes exactly the node names the config parser takes", "[config]") {
+    for (const std::string& name :
+         {std::string("hb"), std::string(64, 'a'), std::string("a.b_c-D9"), std::string(".x"), std::string("chip"),
+          std::string("subx"), std::string("chip0a"), std::string(), std::string(65, 'a'), std::string("host a"),
+          std::string("a/b"), std::string(".."), std::string("chip0"), std::string("sub12"), std::string("caf\xc3\xa9"),
+          std::string("a\nb")}) {
+        INFO(name);
+        bool parsed = true;
+        try {
+            canopy::config::parse_config(with_node(nlohmann::json({{"name", name}, {"subs", 1}}).dump()));
+        } catch (const canopy::config::ConfigError&) {
+            parsed = false;
+        }
+        CHECK(canopy::config::is_node_name(name) == parsed);
+    }
+}
