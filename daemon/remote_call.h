@@ -60,6 +60,12 @@ BufferCallRequest decode_buffer_call(const canopy::remote::v1::BufferCall& call)
 // The most data bytes one Chunk of a Read or a Write carries.
 inline constexpr std::uint64_t MAX_CHUNK_BYTES = std::uint64_t{4} << 20;
 
+// The largest message an L4 takes from a node: a Read's chunk (MAX_CHUNK_BYTES of data behind a head of a few
+// dozen bytes, or a refusal of at most MAX_CHUNK_MESSAGE_BYTES) and a batch of task replies (MAX_BATCH_BYTES and
+// the reply that crossed it) fit with room to spare. A larger one ends its call RESOURCE_EXHAUSTED, which on the
+// session or the task stream loses the host, saying so.
+inline constexpr std::uint64_t MAX_NODE_MESSAGE_BYTES = MAX_CHUNK_BYTES + (std::uint64_t{1} << 20);
+
 // The bytes of a buffer a Read or a Write moves: [offset, offset + length) of `buffer`.
 struct ByteRange {
     CanonicalIdentity buffer{};

@@ -1,10 +1,14 @@
 #include "daemon/remote_credentials.h"
 
+#include "daemon/remote_call.h"
+#include "daemon/task_batch.h"
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <grpc/support/log.h>
 #include <grpcpp/security/auth_context.h>
+#include <limits>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
@@ -91,7 +95,9 @@ grpc::ChannelArguments channel_arguments(const config::RemoteConfig& remote) {
     args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, -1);
+    static_assert(MAX_BATCH_BYTES + (64 << 10) <= MAX_NODE_MESSAGE_BYTES &&
+                  MAX_NODE_MESSAGE_BYTES <= static_cast<std::uint64_t>(std::numeric_limits<int>::max()));
+    args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, static_cast<int>(MAX_NODE_MESSAGE_BYTES));
     args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 4 << 20);
     args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 8 << 20);
     args.SetInt(GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, 8 << 20);

@@ -36,7 +36,8 @@ std::shared_ptr<grpc::ChannelCredentials> channel_credentials(const config::TlsC
 int keepalive_interval_ms(std::chrono::milliseconds lost_after) noexcept;
 
 // Channel arguments of the L4's link to `remote`: the name the server's certificate must carry, keepalive pings
-// every lost_after / 3 (a dead peer fails the channel within about lost_after), reconnect back-off.
+// every lost_after / 3 (a dead peer fails the channel within about lost_after), reconnect back-off, and no message
+// from the node larger than MAX_NODE_MESSAGE_BYTES (daemon/remote_call.h).
 grpc::ChannelArguments channel_arguments(const config::RemoteConfig& remote);
 
 // gRPC's own log lines (handshake failures among them) go to `log`: its errors at warning the first time a text

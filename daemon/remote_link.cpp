@@ -55,6 +55,8 @@ std::string grpc_code_name(grpc::StatusCode code) {
         return "ABORTED";
     case grpc::StatusCode::FAILED_PRECONDITION:
         return "FAILED_PRECONDITION";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+        return "RESOURCE_EXHAUSTED";
     default:
         return "gRPC status " + std::to_string(static_cast<int>(code));
     }

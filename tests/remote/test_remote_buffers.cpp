@@ -1,5 +1,6 @@
 // Buffers on a remote node's host: made there for the L4's session, used by tasks on that host alone, stale once
 // the session ends, and released by the node when it does.
+#include "daemon/remote_call.h"
 #include "tests/remote/remote_fixture.h"
 #include "tests/skip.h"
 
@@ -159,8 +160,9 @@ TEST_CASE("the bytes of a remote host's buffer are written and read through the 
          {"chips", json::array({{{"device", 0}, {"backend", "sim"}}, {{"device", 1}, {"backend", "sim"}}})}});
     Daemon rack(config);
     REQUIRE(eventually_running(rack, "/hb/sub0"));
-    // Three chunks and a part of one: the streams' chunking is crossed.
-    const std::size_t n = 3 * 1048576 + 4096;
+    // Three chunks and a part of one: the streams' chunking is crossed, and a whole chunk comes back from hb within
+    // the largest message an L4 takes from a node.
+    const std::size_t n = 3 * canopy::daemon::MAX_CHUNK_BYTES + 4096;
     const std::string N = std::to_string(n);
     const std::string remote = rack.cli_json({"buffer", "create", "--bytes", N, "--on", "hb"}).at("id");
 

@@ -1,5 +1,6 @@
 // Remote nodes between test hosts: each host a network namespace with a private /dev/shm, joined to the L4's
 // host by its own veth pair (tests/remote/hosts.h). Skipped where namespaces cannot be made (not root).
+#include "daemon/remote_call.h"
 #include "tests/remote/hosts.h"
 #include "tests/remote/remote_fixture.h"
 #include "tests/skip.h"
@@ -184,7 +185,8 @@ TEST_CASE("a graph crosses three hosts through copy, its bytes moving between ho
     Daemon& rack = hosts.rack;
     REQUIRE(eventually_running(rack, "/hb/chip0"));
     REQUIRE(eventually_running(rack, "/hc/sub0"));
-    constexpr std::uint32_t N = 300000; // 1.2 MB of float32: more than one chunk of a stream
+    constexpr std::uint32_t N = 1200000; // 4.8 MB of float32: more than one chunk of a stream
+    static_assert(N * 4 > canopy::daemon::MAX_CHUNK_BYTES);
     const std::string bytes = std::to_string(N * 4);
     const std::string on_hb = rack.cli_json({"buffer", "create", "--bytes", bytes, "--on", "hb"}).at("id");
     const std::string on_hc = rack.cli_json({"buffer", "create", "--bytes", bytes, "--on", "hc"}).at("id");

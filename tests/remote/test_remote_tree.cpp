@@ -1,7 +1,9 @@
 // What a remote host says of itself on its session, as an L4 reads it: its Hello and its worker tree. A host
-// whose Hello is refused, whose tree the L4 cannot read, or whose tree is larger than a status report holds, is
-// lost with the reason in the L4's status and log, and the L4 keeps serving. The host is a fake node in this
+// whose Hello is refused, whose tree the L4 cannot read, whose tree is larger than a status report holds, or that
+// sends a message larger than the L4 takes from a node, is lost with the reason in the L4's status and log, and
+// the L4 keeps serving. The host is a fake node in this
 // process (a gRPC server on loopback) that sends the events it is given.
+#include "daemon/remote_call.h"
 #include "daemon/remote_server.h"
 #include "remote/canopy_remote.grpc.pb.h"
 #include "tests/remote/remote_fixture.h"
@@ -192,4 +194,15 @@ TEST_CASE("a remote host whose Hello is refused, or that sends a second one, is 
                Catch::Contains("lost: its hello speaks remote protocol 1, this L4 2"));
     CHECK_THAT(lost_because({hello_event(), hello_event()}, "it sent a second hello in session 1"),
                Catch::Contains("lost: it sent a second hello in session 1"));
+}
+
+TEST_CASE("a remote host that sends a message larger than an L4 takes from a node is lost, naming the sizes",
+          "[remote][tree]") {
+    // A tree of exactly the limit's bytes makes a message 5 bytes over it, with the field's tag and length.
+    const std::string why =
+        lost_because({hello_event(), tree_event(std::string(canopy::daemon::MAX_NODE_MESSAGE_BYTES, ' '))},
+                     "its session ended (RESOURCE_EXHAUSTED");
+    INFO(why);
+    CHECK_THAT(why, Catch::Contains("larger than max"));
+    CHECK_THAT(why, Catch::Contains(std::to_string(canopy::daemon::MAX_NODE_MESSAGE_BYTES) + ")"));
 }
