@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -68,6 +69,43 @@ json Output::json() const {
     return json::parse(out);
 }
 
+namespace {
+
+// NUL-terminated strings and the null-terminated array of pointers to them that exec takes.
+class ExecStrings {
+public:
+    explicit ExecStrings(std::vector<std::string> strings) : strings_(std::move(strings)) {
+        for (std::string& s : strings_) {
+            pointers_.push_back(s.data());
+        }
+        pointers_.push_back(nullptr);
+    }
+    char* const* data() const noexcept { return pointers_.data(); }
+
+private:
+    std::vector<std::string> strings_;
+    std::vector<char*> pointers_;
+};
+
+// This process's environment with `env` set over it, for execve. Built before a fork: the child of a process
+// with other threads (a test's gRPC server among them) must not allocate, since another thread may have held the
+// allocator's lock at the fork, and setenv allocates.
+ExecStrings child_environment(const std::map<std::string, std::string>& env) {
+    std::vector<std::string> entries;
+    for (char** e = environ; *e != nullptr; ++e) {
+        const std::string_view entry(*e);
+        if (!env.contains(std::string(entry.substr(0, entry.find('='))))) {
+            entries.emplace_back(entry);
+        }
+    }
+    for (const auto& [k, v] : env) {
+        entries.push_back(k + "=" + v);
+    }
+    return ExecStrings(std::move(entries));
+}
+
+} // namespace
+
 Output run_program(const std::string& program, const std::vector<std::string>& args,
                    const std::map<std::string, std::string>& env, std::optional<uid_t> as_uid,
                    std::chrono::seconds limit) {
@@ -76,28 +114,24 @@ Output run_program(const std::string& program, const std::vector<std::string>& a
     if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
         throw std::runtime_error("pipe failed");
     }
+    std::vector<std::string> words{program};
+    words.insert(words.end(), args.begin(), args.end());
+    const ExecStrings argv(std::move(words));
+    const ExecStrings envp = child_environment(env);
     const pid_t pid = ::fork();
     if (pid < 0) {
         throw std::runtime_error("fork failed");
     }
     if (pid == 0) {
+        // System calls only from here to the exec (child_environment).
         ::dup2(out_pipe[1], 1);
         ::dup2(err_pipe[1], 2);
-        for (const auto& [k, v] : env) {
-            ::setenv(k.c_str(), v.c_str(), 1);
-        }
         if (as_uid) {
             if (::setgid(*as_uid) != 0 || ::setuid(*as_uid) != 0) {
                 ::_exit(120);
             }
         }
-        std::vector<char*> argv;
-        argv.push_back(const_cast<char*>(program.c_str()));
-        for (const auto& a : args) {
-            argv.push_back(const_cast<char*>(a.c_str()));
-        }
-        argv.push_back(nullptr);
-        ::execv(program.c_str(), argv.data());
+        ::execve(program.c_str(), argv.data(), envp.data());
         ::_exit(127);
     }
     ::close(out_pipe[1]);
@@ -144,21 +178,20 @@ Daemon::Daemon(const json& config, const std::map<std::string, std::string>& env
     const auto config_path = dir_.path / "canopy.json";
     std::ofstream(config_path) << config.dump(2);
     const auto log_path = dir_.path / "canopyd.log";
-    const char* daemon_binary = daemon_path(); // read before the fork: getenv is not async-signal-safe
+    const std::string daemon_binary = daemon_path();
+    const ExecStrings argv({daemon_binary, "--config", config_path.string(), "--socket", socket_, "--state-dir",
+                            (dir_.path / "state").string()});
+    const ExecStrings envp = child_environment(env);
     pid_ = ::fork();
     if (pid_ == 0) {
+        // System calls only from here to the exec (child_environment); in_child keeps to them too.
         const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         ::dup2(log, 2);
         ::dup2(log, 1);
-        for (const auto& [k, v] : env) {
-            ::setenv(k.c_str(), v.c_str(), 1);
-        }
         if (in_child && !in_child()) {
             ::_exit(126);
         }
-        const std::string state = (dir_.path / "state").string();
-        ::execl(daemon_binary, daemon_binary, "--config", config_path.c_str(), "--socket", socket_.c_str(),
-                "--state-dir", state.c_str(), static_cast<char*>(nullptr));
+        ::execve(daemon_binary.c_str(), argv.data(), envp.data());
         ::_exit(127);
     }
     for (int i = 0; i < 400; ++i) {
