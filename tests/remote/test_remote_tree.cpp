@@ -1,8 +1,8 @@
 // What a remote host says of itself on its session, as an L4 reads it: its Hello and its worker tree. A host
 // whose Hello is refused, whose tree the L4 cannot read, whose tree is larger than a status report holds, or that
 // sends a message larger than the L4 takes from a node, is lost with the reason in the L4's status and log, and
-// the L4 keeps serving. The host is a fake node in this
-// process (a gRPC server on loopback) that sends the events it is given.
+// the L4 keeps serving. The host is a fake node in this process (a gRPC server on loopback) that sends the events
+// it is given.
 #include "daemon/remote_call.h"
 #include "daemon/remote_server.h"
 #include "remote/canopy_remote.grpc.pb.h"

@@ -61,8 +61,8 @@ TEST_CASE("IdMap agrees with a std::unordered_map under random inserts and erase
                 expect(wrong == 0, op, "a sweep of every id found", 0);
             }
             const auto found = reference.find(id);
-            expect(map.find(id) == (found == reference.end() ? std::nullopt : std::optional(found->second)), op,
-                   "find", id);
+            expect(map.find(id) == (found == reference.end() ? std::nullopt : std::optional(found->second)), op, "find",
+                   id);
         }
         REQUIRE(first_wrong == "");
         map.clear();
