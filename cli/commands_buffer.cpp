@@ -3,6 +3,7 @@
 #include "cli/commands.h"
 #include "cli/render.h"
 #include "cli/requests.h"
+#include "cli/table.h"
 #include "cli/transfer.h"
 #include "cli/units.h"
 
@@ -60,7 +61,7 @@ int release(Invocation& inv, const std::string& id) {
     const std::optional<std::string> warning = inv.client().release_buffer(id);
     json reply = json::object();
     if (warning) {
-        inv.err() << "canopy: warning: " << *warning << "\n";
+        inv.err() << "canopy: warning: " << printable(*warning) << "\n";
         reply["warning"] = *warning;
     }
     if (inv.json()) {

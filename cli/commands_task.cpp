@@ -4,6 +4,7 @@
 #include "cli/graph_run.h"
 #include "cli/render.h"
 #include "cli/requests.h"
+#include "cli/table.h"
 #include "cli/units.h"
 
 #include <algorithm>
@@ -29,7 +30,7 @@ void report_task_failure(Invocation& inv, const json& task) {
     const std::string code = error.is_object() ? field_text(error, "code") : "-";
     const json message = error.is_object() ? error.value("message", json("")) : json("");
     inv.err() << "canopy: " << code << ": " << task_label(task) << " " << field_text(task, "state") << ": "
-              << (message.is_string() ? message.get<std::string>() : message.dump()) << "\n";
+              << printable(message.is_string() ? message.get<std::string>() : message.dump()) << "\n";
 }
 
 // Collects the tensor options in command-line order across --in, --out and --inout.

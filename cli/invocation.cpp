@@ -1,5 +1,7 @@
 #include "cli/invocation.h"
 
+#include "cli/table.h"
+
 #include <ostream>
 
 namespace canopy::cli {
@@ -38,7 +40,8 @@ void Invocation::print_ids(const nlohmann::json& items) {
 }
 
 int Invocation::report(const CliError& e) {
-    err_ << "canopy: " << e.code() << ": " << e.what() << "\n";
+    // The message may carry the daemon's text, or a path or value the user gave.
+    err_ << "canopy: " << e.code() << ": " << printable(e.what()) << "\n";
     if (e.exit_code() == ExitCode::USAGE) {
         err_ << "Run with --help for more information.\n";
     }

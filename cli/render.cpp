@@ -67,7 +67,7 @@ std::string elapsed_text(const json& task) {
 std::string field_text(const json& object, const char* key) {
     const json& v = member(object, key);
     if (v.is_string()) {
-        return v.get<std::string>();
+        return printable(v.get<std::string>());
     }
     if (v.is_number()) {
         return v.dump();
@@ -80,7 +80,7 @@ std::string task_error_text(const json& task) {
     if (!error.is_object()) {
         return "";
     }
-    return field_text(error, "code") + ": " + string_or(error, "message", "");
+    return field_text(error, "code") + ": " + printable(string_or(error, "message", ""));
 }
 
 std::string render_buffer_list(const json& buffers) {

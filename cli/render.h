@@ -29,10 +29,11 @@ std::string render_buffer(const nlohmann::json& buffer);
 // "CODE: message"). TIME is end_ns - start_ns once the task has run.
 std::string render_tasks(const nlohmann::json& tasks);
 
-// "CODE: message" of a TASKSTATE's error; empty when it has none.
+// "CODE: message" of a TASKSTATE's error, printable (cli/table.h); empty when it has none.
 std::string task_error_text(const nlohmann::json& task);
 
-// A field as display text: strings as they are, numbers in decimal, anything else (or absent) as "-".
+// A field as display text: strings as printable (cli/table.h) makes them, numbers in decimal, anything else (or
+// absent) as "-".
 std::string field_text(const nlohmann::json& object, const char* key);
 
 } // namespace canopy::cli

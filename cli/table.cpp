@@ -10,9 +10,38 @@ std::size_t display_width(std::string_view utf8) noexcept {
         std::count_if(utf8.begin(), utf8.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xc0) != 0x80; }));
 }
 
+std::string printable(std::string_view text) {
+    static constexpr char HEX[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(text.size());
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        if (c == '\t') {
+            out += "\\t";
+        } else if (c == '\n') {
+            out += "\\n";
+        } else if (c == '\r') {
+            out += "\\r";
+        } else if (c < 0x20 || c == 0x7f) {
+            out += {'\\', 'x', HEX[c >> 4], HEX[c & 0xf]};
+        } else if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+                   static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
+            // U+0080..U+009F in UTF-8.
+            const auto code = static_cast<unsigned char>(text[++i]);
+            out += {'\\', 'u', '0', '0', HEX[code >> 4], HEX[code & 0xf]};
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    return out;
+}
+
 void Table::add_row(std::vector<std::string> cells) {
     assert(cells.size() == columns_.size());
     cells.resize(columns_.size());
+    for (auto& cell : cells) {
+        cell = printable(cell);
+    }
     rows_.push_back(std::move(cells));
 }
 

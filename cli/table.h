@@ -16,6 +16,13 @@ namespace canopy::cli {
 // The number of code points in a UTF-8 string (bytes that are not continuation bytes).
 std::size_t display_width(std::string_view utf8) noexcept;
 
+// `text` as a terminal shows it without obeying any of it: the C0 controls and DEL become \t, \n, \r or \xNN
+// and the C1 controls (U+0080..U+009F, which terminals may take for the start of an escape sequence) \u0080..
+// \u009f; everything else, non-ASCII letters and tree drawing included, is unchanged. Text the daemon sends (task
+// names, error messages, a remote host's worker tree) is another user's or another host's, so human output passes
+// it through this: it stays on its line and cannot move the cursor, recolour or retitle the terminal.
+std::string printable(std::string_view text);
+
 class Table {
 public:
     enum class Align { LEFT, RIGHT };
@@ -27,7 +34,7 @@ public:
 
     explicit Table(std::vector<Column> columns) : columns_(std::move(columns)) {}
 
-    // REQUIRES: cells.size() equals the number of columns.
+    // Each cell is shown as printable(cell). REQUIRES: cells.size() equals the number of columns.
     void add_row(std::vector<std::string> cells);
 
     bool empty() const noexcept { return rows_.empty(); }

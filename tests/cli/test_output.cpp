@@ -1,6 +1,7 @@
 // Human and --json output of each command.
 
 #include "cli/render.h"
+#include "cli/table.h"
 #include "tests/cli/fake_daemon.h"
 
 #include <catch2/catch.hpp>
@@ -206,6 +207,53 @@ TEST_CASE("tasks draws a table with times and errors", "[cli]") {
                    " 4  boom  segfault  sub0   failed         -  WORKER_DIED: sub0 died: signal SIGSEGV\n");
     const CliRun j = run({"tasks", "--json"}, daemon.socket_path());
     CHECK(json::parse(j.out)["tasks"].size() == 2);
+}
+
+TEST_CASE("printable shows control characters as escapes and leaves other text as it is", "[cli]") {
+    CHECK(printable("plain text, é and └─") == "plain text, é and └─");
+    CHECK(printable("a\tb\nc\rd") == "a\\tb\\nc\\rd");
+    CHECK(printable(std::string("\x1b[2J\x07\x7f\0end", 10)) == "\\x1b[2J\\x07\\x7f\\x00end");
+    // U+009B (CSI) and U+0080 in UTF-8; U+00A0 and a lone 0xc2 at the end are not controls.
+    CHECK(printable(std::string("\xc2\x9b") + "31m\xc2\x80\xc2\xa0\xc2") == "\\u009b31m\\u0080\xc2\xa0\xc2");
+    CHECK(printable("") == "");
+}
+
+TEST_CASE("tasks shows names and errors that hold control characters escaped, one line per task", "[cli]") {
+    FakeDaemon daemon([](const json&) {
+        return ok({{"tasks",
+                    {{{"name", "evil\x1b]0;owned\x07\nID"},
+                      {"id", 7},
+                      {"kernel", "fill"},
+                      {"on", "hb/sub0"},
+                      {"state", "failed"},
+                      {"error", {{"code", "WORKER_DIED"}, {"message", "line one\nline \x1b[31mtwo"}}}}}}});
+    });
+    const CliRun r = run({"tasks"}, daemon.socket_path());
+    REQUIRE(r.rc == 0);
+    CHECK(r.out == "ID  NAME                      KERNEL  ON       STATE   TIME  ERROR\n"
+                   " 7  evil\\x1b]0;owned\\x07\\nID  fill    hb/sub0  failed     -  WORKER_DIED: line one\\nline "
+                   "\\x1b[31mtwo\n");
+}
+
+TEST_CASE("a task's failure and an error reply print control characters escaped on stderr", "[cli]") {
+    FakeDaemon daemon([](const json& request) {
+        if (request.value("op", "") == "buffer.show") {
+            return error("UNKNOWN_BUFFER", "buffer \x1b[8m: no\nsuch buffer");
+        }
+        return ok({{"task",
+                    {{"name", "t\x1b[1A"},
+                     {"id", 5},
+                     {"state", "failed"},
+                     {"error", {{"code", "INVALID_ARGUMENT"}, {"message", "bad\r\x1b[Kgood"}}}}}});
+    });
+    const CliRun shown = run({"buffer", "show", "x"}, daemon.socket_path());
+    CHECK(shown.rc == 1);
+    CHECK(shown.err == "canopy: UNKNOWN_BUFFER: buffer \\x1b[8m: no\\nsuch buffer\n");
+    const CliRun waited = run({"wait", "5"}, daemon.socket_path());
+    CHECK(waited.rc == 1);
+    CHECK(waited.err.find("canopy: INVALID_ARGUMENT: task t\\x1b[1A (id 5) failed: bad\\r\\x1b[Kgood\n") !=
+          std::string::npos);
+    CHECK(waited.err.find('\x1b') == std::string::npos);
 }
 
 TEST_CASE("metrics prints the text with a final newline", "[cli]") {
