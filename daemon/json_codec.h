@@ -54,6 +54,10 @@ nlohmann::json worker_json(const WorkerStatus& w);
 // cast or wrapped.
 std::string workers_to_json(const std::vector<WorkerStatus>& workers);
 std::vector<WorkerStatus> workers_from_json(std::string_view text);
+// Checks that `workers` is a tree a level-3 node reports of itself: its chips and subs, "/chipN" and "/subN" with N
+// in decimal as the node numbers them (no leading zeros, at most 10 digits), each path once. Throws
+// RequestError(BAD_REQUEST) naming the first entry that is not ("[1].path: ...").
+void check_level3_tree(const std::vector<WorkerStatus>& workers);
 // {"name", "bytes", "format": "ptx"|"cubin"|"fatbin", "chips": [paths]}
 nlohmann::json module_json(const ModuleInfo& m);
 

@@ -678,8 +678,14 @@ private:
             // Tasks are routed by the tree, so a node whose tree cannot be read cannot be served.
             lost("its worker tree is unreadable: " + std::string(e.what()));
         }
+        try {
+            check_level3_tree(workers);
+        } catch (const std::exception& e) {
+            // Its paths are routed to and shown in every client's status.
+            lost("its worker tree is not a level-3 node's: " + std::string(e.what()));
+        }
         for (auto& w : workers) {
-            w.path = path_ + (w.path.starts_with('/') ? w.path : "/" + w.path);
+            w.path = path_ + w.path;
         }
         const std::string json = workers_to_json(workers);
         ipc::ChildMessage header{};

@@ -145,3 +145,44 @@ TEST_CASE("a worker tree is written even when a text holds bytes that are not UT
     CHECK(back[0].last_exit == "fatal: cannot read /etc/canopy/caf\xef\xbf\xbd");
     CHECK(back[0].kind == "chip\xef\xbf\xbd");
 }
+
+namespace {
+
+std::vector<WorkerStatus> workers_at(const std::vector<std::string>& paths) {
+    std::vector<WorkerStatus> workers(paths.size());
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+        workers[i].path = paths[i];
+    }
+    return workers;
+}
+
+std::string level3_refusal(const std::vector<std::string>& paths) {
+    try {
+        check_level3_tree(workers_at(paths));
+    } catch (const RequestError& e) {
+        CHECK(e.code() == ErrorCode::BAD_REQUEST);
+        return e.what();
+    }
+    FAIL("accepted as a level-3 tree");
+    return {};
+}
+
+} // namespace
+
+TEST_CASE("a level-3 node's tree holds its chips and subs, each once, as the node numbers them", "[worker_tree]") {
+    CHECK_NOTHROW(check_level3_tree({}));
+    CHECK_NOTHROW(check_level3_tree(workers_at({"/chip0", "/chip1", "/sub0", "/sub10", "/sub4294967295"})));
+    const std::string not_worker = " is not a chip or sub of a level-3 node (/chipN, /subN)";
+    CHECK(level3_refusal({"/chip0", "/sub0/../chip0"}) == R"([1].path: "/sub0/../chip0")" + not_worker);
+    CHECK(level3_refusal({"sub0"}) == R"([0].path: "sub0")" + not_worker);
+    CHECK(level3_refusal({"/chip01"}) == R"([0].path: "/chip01")" + not_worker);
+    CHECK(level3_refusal({"/chip"}) == R"([0].path: "/chip")" + not_worker);
+    CHECK(level3_refusal({"/sub-1"}) == R"([0].path: "/sub-1")" + not_worker);
+    CHECK(level3_refusal({"/sub12345678901"}) == R"([0].path: "/sub12345678901")" + not_worker);
+    CHECK(level3_refusal({"/n1"}) == R"([0].path: "/n1")" + not_worker);
+    CHECK(level3_refusal({"/n1/chip0"}) == R"([0].path: "/n1/chip0")" + not_worker);
+    CHECK(level3_refusal({"/sub0\n/chip0"}) == R"([0].path: "/sub0\u000a/chip0")" + not_worker);
+    CHECK(level3_refusal({"/sub0", "/chip0", "/sub0"}) == R"([2].path: "/sub0" is given twice (also at [0]))");
+    const std::string longer = "/" + std::string(200, 'x');
+    CHECK(level3_refusal({longer}) == "[0].path: \"/" + std::string(63, 'x') + "\"... (201 bytes)" + not_worker);
+}

@@ -1,8 +1,8 @@
-// What a remote host says of itself on its session, as an L4 reads it: its Hello and its worker tree. A host
-// whose Hello is refused, whose tree the L4 cannot read, whose tree is larger than a status report holds, or that
-// sends a message larger than the L4 takes from a node, is lost with the reason in the L4's status and log, and
-// the L4 keeps serving. The host is a fake node in this process (a gRPC server on loopback) that sends the events
-// it is given.
+// What a remote host says of itself on its session, as an L4 reads it: its Hello and its worker tree. A host whose
+// Hello is refused, whose tree the L4 cannot read or is not a level-3 node's, whose tree is larger than a status
+// report holds, or that sends a message larger than the L4 takes from a node, is lost with the reason in the L4's
+// status and log, and the L4 keeps serving. The host is a fake node in this process (a gRPC server on loopback)
+// that sends the events it is given.
 #include "daemon/remote_call.h"
 #include "daemon/remote_server.h"
 #include "remote/canopy_remote.grpc.pb.h"
@@ -169,6 +169,18 @@ TEST_CASE("a remote host whose worker tree the L4 cannot read is lost, naming th
     CHECK_THAT(lost_because({hello_event(), tree_event("[{\"path\": \"/sub0\", \"state\": \"running\"")},
                             "its worker tree is unreadable: not JSON"),
                Catch::Contains("lost: its worker tree is unreadable: not JSON"));
+}
+
+TEST_CASE("a remote host whose tree holds a path no level-3 node has, or a path twice, is lost, naming it",
+          "[remote][tree]") {
+    CHECK_THAT(lost_because({hello_event(),
+                             tree_event(json::array({tree_worker("/sub0"), tree_worker("/sub0/../chip0")}).dump())},
+                            R"(its worker tree is not a level-3 node's: [1].path: "/sub0/../chip0" is not a chip)"),
+               Catch::Contains("host hb at 127.0.0.1:"));
+    CHECK_THAT(
+        lost_because({hello_event(), tree_event(json::array({tree_worker("/sub0"), tree_worker("/sub0")}).dump())},
+                     R"(its worker tree is not a level-3 node's: [1].path: "/sub0" is given twice (also at [0]))"),
+        Catch::Contains("host hb at 127.0.0.1:"));
 }
 
 TEST_CASE("a remote host whose worker tree is larger than a status report holds is lost, naming the sizes",
