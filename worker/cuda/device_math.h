@@ -147,6 +147,17 @@ CANOPY_HD std::uint64_t element_offset_in(const cuda_abi::DeviceView& v, Index i
     return offset + static_cast<std::uint64_t>(i) * v.strides[0];
 }
 
+#if defined(__CUDA_ARCH__)
+// The 64-bit path on the GPU, out of line: its divisions are long instruction sequences, and the vector kernels
+// that gather an unpaired read view compute 64 addresses per loop iteration, so inlining it everywhere made half of
+// the kernels' code and of nvcc's time. Views of 2^32 elements or more with several dimensions are rare; the call
+// costs them little next to the divisions. The kernels' parameters are __grid_constant__ (kernels.cu), so the view
+// is read where it lies rather than from a copy in local memory.
+__device__ __noinline__ inline std::uint64_t element_offset_wide(const cuda_abi::DeviceView& v, std::uint64_t i) {
+    return element_offset_in<std::uint64_t>(v, i);
+}
+#endif
+
 CANOPY_HD std::uint64_t element_offset(const cuda_abi::DeviceView& v, std::uint64_t i) {
     if (v.ndims == 1) {
         return i * v.strides[0];
@@ -154,7 +165,11 @@ CANOPY_HD std::uint64_t element_offset(const cuda_abi::DeviceView& v, std::uint6
     if (v.count <= 0xFFFFFFFFu) {
         return element_offset_in<std::uint32_t>(v, static_cast<std::uint32_t>(i));
     }
+#if defined(__CUDA_ARCH__)
+    return element_offset_wide(v, i);
+#else
     return element_offset_in<std::uint64_t>(v, i);
+#endif
 }
 
 // Whether the vector kernels (16-byte loads and stores) can take view `v`: contiguous (one dimension whose stride
