@@ -5,7 +5,7 @@
 #                 targets, each run for a fixed time, $(nproc) at a time
 #   python/       the Python client's pytest suite, in build/python-venv, against build/daemon/canopyd
 # Installs missing dependencies first. Exits non-zero on the first failure.
-# Environment: CANOPY_FUZZ_SECONDS (default 60) is the time given to fuzz_decode_task_args; the other
+# Environment: CANOPY_FUZZ_SECONDS (default 40) is the time given to fuzz_decode_task_args; the other
 # targets get a third of it. CANOPY_SKIP_ASAN=1 / CANOPY_SKIP_FUZZ=1 skip those stages for quick local runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +14,7 @@ root=$(pwd)
 scripts/install-deps.sh
 
 jobs=${CANOPY_JOBS:-$(nproc)}
-fuzz_seconds=${CANOPY_FUZZ_SECONDS:-60}
+fuzz_seconds=${CANOPY_FUZZ_SECONDS:-40}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 # Paths under the checkout hash relative to it, so clones in other folders share the cache.
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}

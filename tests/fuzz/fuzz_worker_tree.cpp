@@ -4,7 +4,8 @@
 // Invariants: workers_from_json either throws RequestError(BAD_REQUEST) or returns workers each with a non-empty
 // path, a pid of at least -1 and a finite uptime of at least 0; what it returns is written by workers_to_json into
 // text that reads back to the same workers; and workers_to_json writes a worker whose texts are the input's bytes,
-// UTF-8 or not, into text that reads back.
+// UTF-8 or not, into text that reads back. check_level3_tree either throws RequestError(BAD_REQUEST) or accepts a
+// tree whose paths are each /chipN or /subN, none twice.
 #include "daemon/json_codec.h"
 #include "daemon/request_error.h"
 
@@ -12,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <set>
 #include <string_view>
 
 namespace {
@@ -55,6 +57,26 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     for (std::size_t i = 0; i < back.size(); ++i) {
         if (!same(back[i], workers[i])) {
+            std::abort();
+        }
+    }
+    // What an L4's link checks next of a remote host's tree: accepted, every path is /chipN or /subN and none twice.
+    try {
+        check_level3_tree(workers);
+    } catch (const RequestError& e) {
+        if (e.code() != canopy::ErrorCode::BAD_REQUEST) {
+            std::abort();
+        }
+        return 0;
+    }
+    std::set<std::string_view> paths;
+    for (const WorkerStatus& w : workers) {
+        const std::string_view path = w.path;
+        const std::string_view number = path.starts_with("/chip")  ? path.substr(5)
+                                        : path.starts_with("/sub") ? path.substr(4)
+                                                                   : std::string_view();
+        if (number.empty() || number.find_first_not_of("0123456789") != std::string_view::npos ||
+            !paths.insert(path).second) {
             std::abort();
         }
     }
