@@ -2,9 +2,12 @@
 // random views of one buffer.
 
 #include "tests/protocol/support.h"
+#include "tests/sanitizers.h"
 
 #include <bitset>
 #include <random>
+
+using canopy::testing::property_cases;
 
 using namespace canopy;
 using canopy::test::raw_tensor;
@@ -293,7 +296,8 @@ TEST_CASE("tensor_overlap never answers NONE for views sharing a byte and COVERE
     int exact_pairs = 0;
     std::array<int, 3> answers{};
     std::array<int, 3> truths{};
-    while (pairs < 40000) {
+    const auto total = static_cast<int>(property_cases(40000));
+    while (pairs < total) {
         const int mode = static_cast<int>(rng.below(4));
         Tensor a = empty_view(rng, random_dtype(rng));
         Tensor b = mode == 0 ? empty_view(rng, random_dtype(rng)) : a;
@@ -348,8 +352,8 @@ TEST_CASE("tensor_overlap never answers NONE for views sharing a byte and COVERE
     }
     // The oracle only means something if every answer occurred many times.
     CAPTURE(answers, truths, exact_pairs);
-    CHECK(answers[0] > 2000);
-    CHECK(answers[1] > 2000);
-    CHECK(answers[2] > 2000);
-    CHECK(exact_pairs > 10000);
+    CHECK(answers[0] > total / 20);
+    CHECK(answers[1] > total / 20);
+    CHECK(answers[2] > total / 20);
+    CHECK(exact_pairs > total / 4);
 }

@@ -5,6 +5,7 @@
 #include "scheduler/detail/cell_pool.h"
 #include "scheduler/detail/id_map.h"
 #include "scheduler/detail/ready_queue.h"
+#include "tests/sanitizers.h"
 
 #include <array>
 #include <catch2/catch.hpp>
@@ -16,10 +17,12 @@
 #include <unordered_map>
 #include <vector>
 
+using canopy::testing::property_cases;
+
 using namespace canopy::scheduler::detail;
 
 TEST_CASE("IdMap agrees with a std::unordered_map under random inserts and erases", "[scheduler]") {
-    for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    for (std::uint64_t seed = 1; seed <= property_cases(20); ++seed) {
         INFO("seed " << seed);
         std::mt19937_64 rng(seed);
         IdMap map;

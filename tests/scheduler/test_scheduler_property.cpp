@@ -8,10 +8,13 @@
 //     failed as a dependent is reachable from the failed task through overlap-dependencies.
 // Pruning covered accesses must not lose an ordering under any completion or failure order.
 
+#include "tests/sanitizers.h"
 #include "tests/scheduler/support.h"
 
 #include <algorithm>
 #include <random>
+
+using canopy::testing::property_cases;
 
 using namespace canopy;
 using namespace canopy::scheduler;
@@ -253,7 +256,7 @@ private:
 } // namespace
 
 TEST_CASE("pruning never loses an ordering under random completion and failure orders", "[scheduler]") {
-    for (std::uint64_t seed = 1; seed <= 400; ++seed) {
+    for (std::uint64_t seed = 1; seed <= property_cases(400); ++seed) {
         INFO("seed " << seed);
         Run run(seed, 40);
         for (std::size_t guard = 0; !run.all_added(); ++guard) {
