@@ -459,9 +459,6 @@ std::string workers_to_json(const std::vector<WorkerStatus>& workers) {
     return list.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-namespace {
-
-// `text` as a JSON string for an error message: its first 64 bytes, then its size when it is longer.
 std::string quoted_start(std::string_view text) {
     constexpr std::size_t SHOWN = 64;
     std::string out;
@@ -472,20 +469,21 @@ std::string quoted_start(std::string_view text) {
     return out;
 }
 
-} // namespace
+bool is_level3_worker_path(std::string_view path) noexcept {
+    const std::string_view number = path.starts_with("/chip")  ? path.substr(5)
+                                    : path.starts_with("/sub") ? path.substr(4)
+                                                               : std::string_view();
+    return !number.empty() && number.size() <= 10 &&
+           std::all_of(number.begin(), number.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+           (number == "0" || number.front() != '0');
+}
 
 void check_level3_tree(const std::vector<WorkerStatus>& workers) {
     std::unordered_map<std::string_view, std::size_t> seen;
     for (std::size_t i = 0; i < workers.size(); ++i) {
         const std::string_view path = workers[i].path;
         const std::string where = "[" + std::to_string(i) + "].path: ";
-        const std::string_view number = path.starts_with("/chip")  ? path.substr(5)
-                                        : path.starts_with("/sub") ? path.substr(4)
-                                                                   : std::string_view();
-        const bool canonical = !number.empty() && number.size() <= 10 &&
-                               std::all_of(number.begin(), number.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-                               (number == "0" || number.front() != '0');
-        if (!canonical) {
+        if (!is_level3_worker_path(path)) {
             bad_request(where + quoted_start(path) + " is not a chip or sub of a level-3 node (/chipN, /subN)");
         }
         const auto [it, inserted] = seen.emplace(path, i);

@@ -58,6 +58,10 @@ std::vector<WorkerStatus> workers_from_json(std::string_view text);
 // in decimal as the node numbers them (no leading zeros, at most 10 digits), each path once. Throws
 // RequestError(BAD_REQUEST) naming the first entry that is not ("[1].path: ...").
 void check_level3_tree(const std::vector<WorkerStatus>& workers);
+// Whether `path` is one of a level-3 node's workers as check_level3_tree takes them: "/chipN" or "/subN".
+bool is_level3_worker_path(std::string_view path) noexcept;
+// `text` as a JSON string literal for an error message: its first 64 bytes, then its size when it is longer.
+std::string quoted_start(std::string_view text);
 // {"name", "bytes", "format": "ptx"|"cubin"|"fatbin", "chips": [paths]}
 nlohmann::json module_json(const ModuleInfo& m);
 

@@ -352,9 +352,9 @@ protected:
         }
         std::string chips;
         for (const std::string& chip : reply.chips()) {
-            if (chip.empty() || chip.front() != '/' || chip.find(' ') != std::string::npos || chip.size() > 255) {
+            if (!chip.starts_with("/chip") || !is_level3_worker_path(chip)) {
                 return {ErrorCode::KERNEL_FAILED,
-                        host + " named a chip \"" + chip.substr(0, 64) + "\" that is not a path"};
+                        host + " named a chip " + quoted_start(chip) + " that is not one of a level-3 node's (/chipN)"};
             }
             chips += (chips.empty() ? "" : " ") + path + chip;
         }

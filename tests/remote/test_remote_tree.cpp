@@ -19,10 +19,12 @@ namespace pb = canopy::remote::v1;
 namespace {
 
 // Sends `events` on the session stream, which then stays open without heartbeats until the L4 ends it; a Tasks
-// stream is read and never answered.
+// stream is read and never answered; a module call is answered OK, naming `module_chips` as the chips that loaded
+// it.
 class FakeNodeService final : public pb::Node::CallbackService {
 public:
-    explicit FakeNodeService(std::vector<pb::NodeEvent> events) : events_(std::move(events)) {}
+    explicit FakeNodeService(std::vector<pb::NodeEvent> events, std::vector<std::string> module_chips = {})
+        : events_(std::move(events)), module_chips_(std::move(module_chips)) {}
 
     grpc::ServerWriteReactor<pb::NodeEvent>* Attach(grpc::CallbackServerContext* /*context*/,
                                                     const pb::AttachRequest* /*request*/) override {
@@ -31,6 +33,17 @@ public:
 
     grpc::ServerBidiReactor<pb::TaskCalls, pb::TaskReplies>* Tasks(grpc::CallbackServerContext* /*context*/) override {
         return new Drain;
+    }
+
+    grpc::ServerUnaryReactor* Module(grpc::CallbackServerContext* context, const pb::ModuleCall* /*request*/,
+                                     pb::ModuleReply* reply) override {
+        reply->set_code(0);
+        for (const std::string& chip : module_chips_) {
+            reply->add_chips(chip);
+        }
+        grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+        reactor->Finish(grpc::Status::OK);
+        return reactor;
     }
 
 private:
@@ -86,6 +99,7 @@ private:
     };
 
     std::vector<pb::NodeEvent> events_;
+    std::vector<std::string> module_chips_;
 };
 
 pb::NodeEvent hello_event() {
@@ -106,7 +120,8 @@ pb::NodeEvent tree_event(const std::string& tree) {
 }
 
 struct FakeNode {
-    explicit FakeNode(std::vector<pb::NodeEvent> events) : service(std::move(events)) {
+    explicit FakeNode(std::vector<pb::NodeEvent> events, std::vector<std::string> module_chips = {})
+        : service(std::move(events), std::move(module_chips)) {
         grpc::ServerBuilder builder;
         builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
         builder.RegisterService(&service);
@@ -217,4 +232,20 @@ TEST_CASE("a remote host that sends a message larger than an L4 takes from a nod
     INFO(why);
     CHECK_THAT(why, Catch::Contains("larger than max"));
     CHECK_THAT(why, Catch::Contains(std::to_string(canopy::daemon::MAX_NODE_MESSAGE_BYTES) + ")"));
+}
+
+TEST_CASE("a module load that a remote host answers naming a chip it does not have fails, naming what it sent",
+          "[remote][tree]") {
+    FakeNode node({hello_event(), tree_event(json::array({tree_worker("/sub0")}).dump())},
+                  {"/chip0", "/chip0\n/../sub1"});
+    Daemon rack(l4_config({remote_node("hb", loopback(static_cast<std::uint16_t>(node.port)), "insecure", 5000)}));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    TempDir files;
+    const Output o =
+        rack.cli({"module", "load", "m", write_file(files.path, "k.ptx", ".version 8.0\n.target sm_90\n"), "--json"});
+    CHECK(o.rc == 1);
+    CHECK(error_code_of(o.json()) == "KERNEL_FAILED");
+    CHECK_THAT(error_message_of(o.json()),
+               Catch::Contains(R"(named a chip "/chip0\u000a/../sub1" that is not one of a level-3 node's (/chipN))"));
+    CHECK(rack.cli_json({"module", "list"}).at("modules") == json::array());
 }
