@@ -68,7 +68,11 @@ struct Incarnation {
     std::unique_ptr<ipc::MailboxParent> mailbox;
     ipc::UniqueFd control;
     std::atomic<bool> ended{false};
-    std::uint32_t zygote_epoch = 0; // of the zygote that forked it
+    // Set while Supervisor::spawn, outside the slot's mu, makes the control socket and the threads and asks the
+    // zygote to fork: until it clears it (and sets zygote_epoch), nothing else may end this incarnation, which would
+    // free what spawn is still filling in. Guarded by the slot's mu; cleared with a notify of setup_done.
+    bool setting_up = false;
+    std::uint32_t zygote_epoch = 0; // of the zygote that forked it; guarded by the slot's mu
     bool poison_killed = false;     // the mailbox was found poisoned and the child killed; guarded by the slot's mu
     std::thread completion_thread;
     std::thread control_thread;
@@ -85,6 +89,7 @@ struct ChildSlot {
     std::string path;
 
     std::mutex mu;
+    std::condition_variable setup_done; // live->setting_up was cleared
     WorkerState state = WorkerState::STARTING;
     std::uint32_t generation = 0; // of the newest incarnation
     std::uint32_t restarts = 0;

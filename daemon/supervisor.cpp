@@ -150,6 +150,7 @@ void Supervisor::start() {
 void Supervisor::spawn(ChildSlot& slot) {
     auto inc = std::make_unique<Incarnation>();
     Incarnation* raw = inc.get();
+    std::uint32_t generation = 0;
     bool start_failed = false;
     {
         std::lock_guard lock(slot.mu);
@@ -166,9 +167,10 @@ void Supervisor::spawn(ChildSlot& slot) {
             start_failed = true;
         }
         if (!start_failed) {
-            inc->generation = ++slot.generation;
+            generation = inc->generation = ++slot.generation;
             slot.state = WorkerState::STARTING;
             inc->spawned_at = clock_->now();
+            inc->setting_up = true;
             slot.live = std::move(inc);
         }
     }
@@ -177,6 +179,16 @@ void Supervisor::spawn(ChildSlot& slot) {
         changed();
         return;
     }
+    // Ends the setup below, after which any thread may end the incarnation (a zygote death, the child's exit, a
+    // stop): `raw` must not be touched here after it.
+    const auto set_up = [&slot, raw](std::uint32_t zygote_epoch) {
+        {
+            std::lock_guard lock(slot.mu);
+            raw->zygote_epoch = zygote_epoch;
+            raw->setting_up = false;
+        }
+        slot.setup_done.notify_all();
+    };
     std::optional<ipc::UniqueFd> theirs;
     try {
         auto pair = ipc::seqpacket_pair();
@@ -186,15 +198,21 @@ void Supervisor::spawn(ChildSlot& slot) {
         raw->control_thread = std::thread([this, &slot, raw] { control_loop(slot, *raw); });
     } catch (const std::exception& e) {
         // Out of fds or threads: the child does not start, and the daemon keeps running.
-        end_incarnation(slot, std::string("could not be started: ") + e.what());
+        set_up(0);
+        end_incarnation(slot, std::string("could not be started: ") + e.what(), EndCause::EXITED, generation);
         return;
     }
+    std::uint32_t zygote_epoch = 0;
     try {
-        raw->zygote_epoch = launcher_->request_spawn({slot.index, raw->generation}, raw->mailbox->fd(), theirs->get());
+        zygote_epoch = launcher_->request_spawn({slot.index, generation}, raw->mailbox->fd(), theirs->get());
     } catch (const std::exception& e) {
         // The zygote is gone: the event thread replaces it and restarts this child.
-        end_incarnation(slot, std::string("could not ask the zygote to fork: ") + e.what(), EndCause::ZYGOTE_DIED);
+        set_up(0);
+        end_incarnation(slot, std::string("could not ask the zygote to fork: ") + e.what(), EndCause::ZYGOTE_DIED,
+                        generation);
+        return;
     }
+    set_up(zygote_epoch);
 }
 
 void Supervisor::event_loop() {
@@ -271,7 +289,9 @@ void Supervisor::on_zygote_died() {
         std::uint32_t generation = 0;
         pid_t pid = -1;
         {
-            std::lock_guard lock(slot->mu);
+            // An incarnation still being set up has no epoch yet: which zygote it went to is known once it has.
+            std::unique_lock lock(slot->mu);
+            slot->setup_done.wait(lock, [&slot] { return !slot->live || !slot->live->setting_up; });
             if (slot->live && slot->live->zygote_epoch < dead.epoch) {
                 generation = slot->live->generation;
                 pid = slot->live->pid;
@@ -305,7 +325,7 @@ void Supervisor::on_spawned(const ZygoteEvent& e) {
     }
     ChildSlot& slot = *slots_[e.child_index];
     if (e.type == ZygoteEventType::SPAWN_FAILED) {
-        end_incarnation(slot, std::string("fork failed: ") + std::strerror(e.status));
+        end_incarnation(slot, std::string("fork failed: ") + std::strerror(e.status), EndCause::EXITED, e.generation);
         return;
     }
     {
@@ -338,7 +358,8 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why, EndCau
     std::unique_ptr<Incarnation> inc;
     Clock::duration uptime{};
     {
-        std::lock_guard lock(slot.mu);
+        std::unique_lock lock(slot.mu);
+        slot.setup_done.wait(lock, [&slot] { return !slot.live || !slot.live->setting_up; });
         if (!slot.live || (generation != 0 && slot.live->generation != generation)) {
             return;
         }

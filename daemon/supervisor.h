@@ -229,7 +229,8 @@ private:
     void on_zygote_died();
     void give_up(const std::string& why);
     // Ends the live incarnation (only if it is `generation`, when that is not 0): fails its tasks, decides and
-    // logs what comes next.
+    // logs what comes next. Waits while spawn still sets the incarnation up (Incarnation::setting_up); spawn itself
+    // calls it only after its setup ends.
     void end_incarnation(ChildSlot& slot, const std::string& why, EndCause cause = EndCause::EXITED,
                          std::uint32_t generation = 0);
     // Records the state after a death (REQUIRES slot.mu) and returns the line to log.

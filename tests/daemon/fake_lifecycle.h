@@ -17,11 +17,13 @@
 #include <cstring>
 #include <deque>
 #include <fcntl.h>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 namespace canopy::testing {
@@ -98,9 +100,24 @@ public:
     bool exit_on_kill = true;
     // When not 0, the next start fails in the zygote's fork with this errno (SPAWN_FAILED instead of SPAWNED).
     int fail_next_spawn = 0;
+    // When set, runs once, after the next start request is taken and before it returns, on the thread that asked
+    // (the supervisor's, inside its spawn), outside this object's lock. Set it before the start it is for.
+    std::function<void()> during_next_spawn_request;
 
     std::uint32_t spawn_request(const daemon::SpawnRequest& request, int mailbox_fd, int control_fd) {
-        std::lock_guard lock(mu_);
+        std::function<void()> during;
+        std::uint32_t epoch = 0;
+        {
+            std::lock_guard lock(mu_);
+            epoch = spawn_request_locked(request, mailbox_fd, control_fd);
+            during = std::exchange(during_next_spawn_request, nullptr);
+        }
+        if (during) {
+            during();
+        }
+        return epoch;
+    }
+    std::uint32_t spawn_request_locked(const daemon::SpawnRequest& request, int mailbox_fd, int control_fd) {
         if (dead_ || stopped_) {
             throw ipc::SysError(EPIPE, "fake zygote: send spawn request");
         }

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <future>
 #include <signal.h>
+#include <thread>
 
 using namespace canopy;
 using namespace canopy::testing;
@@ -164,6 +165,29 @@ TEST_CASE("a zygote death restarts every child at the initial back-off without c
     REQUIRE(h.becomes(WorkerState::RUNNING));
     // The zygote's death did not count against the child: its own next failure is its second in a row.
     REQUIRE(h.dies_and_waits(SIGKILL, 100ms));
+    CHECK(h.fatal_calls == 0);
+}
+
+TEST_CASE("a zygote that dies while a child's start is being asked of it ends that start only once it is set up",
+          "[daemon][lifecycle]") {
+    Harness h;
+    const pid_t old_zygote = h.children->zygote_pid();
+    // The restart after the child's exit asks the zygote, which dies then: the event thread takes the death while
+    // the supervisor's spawn has not yet finished setting up the incarnation it published.
+    h.children->during_next_spawn_request = [&h] {
+        h.children->kill_zygote();
+        std::this_thread::sleep_for(200ms);
+    };
+    REQUIRE(h.dies_and_waits(SIGKILL, 50ms));
+    const auto waits = h.clock->waits();
+    h.clock->advance(50ms);
+    REQUIRE(h.children->spawned(0, 2));
+    // The start that went to the dead zygote ends with it, and its restart goes through the successor.
+    REQUIRE(h.clock->sleeps_until(h.clock->now() + 50ms, waits));
+    CHECK(h.log.matching({"died with the zygote (pid " + std::to_string(old_zygote) + ")"}).size() == 1);
+    h.clock->advance(50ms);
+    REQUIRE(h.children->spawned(0, 3));
+    REQUIRE(h.becomes(WorkerState::RUNNING));
     CHECK(h.fatal_calls == 0);
 }
 
