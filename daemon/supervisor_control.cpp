@@ -56,6 +56,8 @@ void Supervisor::control_loop(ChildSlot& slot, Incarnation& inc) {
         switch (static_cast<ipc::ChildMessageType>(m.type)) {
         case ipc::ChildMessageType::READY: {
             bool up = false;
+            pid_t pid = -1;
+            std::uint32_t restarts = 0;
             {
                 std::lock_guard lock(slot.mu);
                 if (inc.pid <= 0 && m.pid > 0) {
@@ -68,9 +70,12 @@ void Supervisor::control_loop(ChildSlot& slot, Incarnation& inc) {
                     fill_locked(slot);
                     up = true;
                 }
+                // Read here: the event thread sets the pid from the zygote's SPAWNED under the same lock.
+                pid = inc.pid;
+                restarts = slot.restarts;
             }
-            if (up && slot.restarts > 0) {
-                log_->info("worker {} (pid {}) is up again after {} restarts", slot.path, inc.pid, slot.restarts);
+            if (up && restarts > 0) {
+                log_->info("worker {} (pid {}) is up again after {} restarts", slot.path, pid, restarts);
             }
             if (up) {
                 notify_events();
