@@ -16,19 +16,19 @@ using namespace canopy::worker::cuda_kernels;
 
 #define CANOPY_ELEMENTWISE_KERNEL(kernel, dtype, Ops)                                                                  \
     extern "C" __global__ void __launch_bounds__(ELEMENTWISE_BLOCK)                                                    \
-        canopy_##kernel##_##dtype(const __grid_constant__ ElementwiseParams p) {                                                         \
+        canopy_##kernel##_##dtype(const __grid_constant__ ElementwiseParams p) {                                       \
         kernel##_body<Ops>(p);                                                                                         \
     }
 
 #define CANOPY_COPY_KERNEL(kernel, dtype, Bits)                                                                        \
     extern "C" __global__ void __launch_bounds__(ELEMENTWISE_BLOCK)                                                    \
-        canopy_##kernel##_##dtype(const __grid_constant__ ElementwiseParams p) {                                                         \
+        canopy_##kernel##_##dtype(const __grid_constant__ ElementwiseParams p) {                                       \
         kernel##_body<Bits>(p);                                                                                        \
     }
 
 #define CANOPY_REDUCE_KERNEL(kernel, dtype, Ops)                                                                       \
     extern "C" __global__ void __launch_bounds__(REDUCE_BLOCK, REDUCE_MIN_BLOCKS_PER_SM)                               \
-        canopy_##kernel##_##dtype(const __grid_constant__ ReduceParams p) {                                                              \
+        canopy_##kernel##_##dtype(const __grid_constant__ ReduceParams p) {                                            \
         kernel##_body<Ops>(p);                                                                                         \
     }
 
@@ -50,7 +50,7 @@ using namespace canopy::worker::cuda_kernels;
 #define CANOPY_FLOAT_KERNELS(dtype, Ops, Bits)                                                                         \
     CANOPY_ELEMENTWISE_KERNELS(dtype, Ops, Bits)                                                                       \
     extern "C" __global__ void __launch_bounds__(MATMUL_TILE* MATMUL_TILE)                                             \
-        canopy_matmul_##dtype(const __grid_constant__ MatmulParams p) {                                                                  \
+        canopy_matmul_##dtype(const __grid_constant__ MatmulParams p) {                                                \
         matmul_body<Ops>(p);                                                                                           \
     }
 
@@ -67,10 +67,12 @@ CANOPY_INT_KERNELS(int32, Int32Ops, std::uint32_t)
 CANOPY_INT_KERNELS(int64, Int64Ops, std::uint64_t)
 
 #define CANOPY_PEER_KERNELS(bytes, Bits)                                                                               \
-    extern "C" __global__ void __launch_bounds__(ELEMENTWISE_BLOCK) canopy_peer_read_b##bytes(const __grid_constant__ PeerParams p) {    \
+    extern "C" __global__ void __launch_bounds__(ELEMENTWISE_BLOCK)                                                    \
+        canopy_peer_read_b##bytes(const __grid_constant__ PeerParams p) {                                              \
         peer_read_body<Bits>(p);                                                                                       \
     }                                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(ELEMENTWISE_BLOCK) canopy_allgather_b##bytes(const __grid_constant__ PeerParams p) {    \
+    extern "C" __global__ void __launch_bounds__(ELEMENTWISE_BLOCK)                                                    \
+        canopy_allgather_b##bytes(const __grid_constant__ PeerParams p) {                                              \
         allgather_body<Bits>(p);                                                                                       \
     }
 
