@@ -80,7 +80,7 @@ std::string task_error_text(const json& task) {
     if (!error.is_object()) {
         return "";
     }
-    return field_text(error, "code") + ": " + printable(string_or(error, "message", ""));
+    return field_text(error, "code") + ": " + string_or(error, "message", "");
 }
 
 std::string render_buffer_list(const json& buffers) {

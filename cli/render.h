@@ -29,7 +29,7 @@ std::string render_buffer(const nlohmann::json& buffer);
 // "CODE: message"). TIME is end_ns - start_ns once the task has run.
 std::string render_tasks(const nlohmann::json& tasks);
 
-// "CODE: message" of a TASKSTATE's error, printable (cli/table.h); empty when it has none.
+// "CODE: message" of a TASKSTATE's error; empty when it has none. The tasks table shows it printable (cli/table.h).
 std::string task_error_text(const nlohmann::json& task);
 
 // A field as display text: strings as printable (cli/table.h) makes them, numbers in decimal, anything else (or

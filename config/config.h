@@ -54,6 +54,8 @@ inline constexpr std::int64_t MAX_DURATION_MS = 2147483647;
 // Whether `name` is one a config may give a node: 1..MAX_NAME_LENGTH bytes of [A-Za-z0-9_.-], not made of dots
 // alone, and not a worker name (chipN, subN).
 bool is_node_name(std::string_view name) noexcept;
+// True for "chip<digits>" and "sub<digits>", the names of workers.
+bool is_worker_name(std::string_view name) noexcept;
 
 // One chip worker: a process that owns one GPU (CUDA) or one simulated device (SIM).
 struct ChipConfig {

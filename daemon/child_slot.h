@@ -111,6 +111,12 @@ struct ChildSlot {
     // Nested nodes: tasks done and failed per worker below, by its path below the node ("chip1"), counted as
     // their results come back.
     std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> nested_counts;
+
+    // Waits until the live incarnation, if any, is no longer being set up (Incarnation::setting_up). REQUIRES
+    // `lock` holds mu.
+    void wait_set_up(std::unique_lock<std::mutex>& lock) {
+        setup_done.wait(lock, [this] { return !live || !live->setting_up; });
+    }
 };
 
 // Counts a finished task on its worker's counters; the supervisor's own control frames (@release) do

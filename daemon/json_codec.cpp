@@ -1,6 +1,7 @@
 #include "daemon/json_codec.h"
 
 #include "config/bounded_json.h"
+#include "config/config.h"
 #include "daemon/json_numbers.h"
 #include "daemon/request_error.h"
 #include "protocol/builtin_launch.h"
@@ -470,12 +471,12 @@ std::string quoted_start(std::string_view text) {
 }
 
 bool is_level3_worker_path(std::string_view path) noexcept {
-    const std::string_view number = path.starts_with("/chip")  ? path.substr(5)
-                                    : path.starts_with("/sub") ? path.substr(4)
-                                                               : std::string_view();
-    return !number.empty() && number.size() <= 10 &&
-           std::all_of(number.begin(), number.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-           (number == "0" || number.front() != '0');
+    if (!path.starts_with('/') || !config::is_worker_name(path.substr(1))) {
+        return false;
+    }
+    // Numbered as a node numbers its workers: a uint32 in decimal, without leading zeros.
+    const std::string_view number = path.substr(path.find_first_of("0123456789"));
+    return number.size() <= 10 && (number == "0" || number.front() != '0');
 }
 
 void check_level3_tree(const std::vector<WorkerStatus>& workers) {

@@ -291,7 +291,7 @@ void Supervisor::on_zygote_died() {
         {
             // An incarnation still being set up has no epoch yet: which zygote it went to is known once it has.
             std::unique_lock lock(slot->mu);
-            slot->setup_done.wait(lock, [&slot] { return !slot->live || !slot->live->setting_up; });
+            slot->wait_set_up(lock);
             if (slot->live && slot->live->zygote_epoch < dead.epoch) {
                 generation = slot->live->generation;
                 pid = slot->live->pid;
@@ -359,7 +359,7 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why, EndCau
     Clock::duration uptime{};
     {
         std::unique_lock lock(slot.mu);
-        slot.setup_done.wait(lock, [&slot] { return !slot.live || !slot.live->setting_up; });
+        slot.wait_set_up(lock);
         if (!slot.live || (generation != 0 && slot.live->generation != generation)) {
             return;
         }

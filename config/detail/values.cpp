@@ -58,11 +58,6 @@ std::string read_name(const Field& field) {
     return name;
 }
 
-bool is_worker_name(std::string_view name) noexcept {
-    return (name.starts_with("chip") && is_digits(name.substr(4))) ||
-           (name.starts_with("sub") && is_digits(name.substr(3)));
-}
-
 std::filesystem::path read_absolute_path(const Field& field, std::size_t max_bytes) {
     const std::string text = field.string();
     if (text.empty() || text.front() != '/') {
@@ -116,7 +111,12 @@ namespace canopy::config {
 bool is_node_name(std::string_view name) noexcept {
     return !name.empty() && name.size() <= MAX_NAME_LENGTH &&
            std::all_of(name.begin(), name.end(), detail::is_name_char) &&
-           name.find_first_not_of('.') != std::string_view::npos && !detail::is_worker_name(name);
+           name.find_first_not_of('.') != std::string_view::npos && !is_worker_name(name);
+}
+
+bool is_worker_name(std::string_view name) noexcept {
+    return (name.starts_with("chip") && detail::is_digits(name.substr(4))) ||
+           (name.starts_with("sub") && detail::is_digits(name.substr(3)));
 }
 
 } // namespace canopy::config

@@ -19,9 +19,6 @@ namespace canopy::config::detail {
 // 1..MAX_NAME_LENGTH bytes of [A-Za-z0-9_.-], not made of dots alone ("." and ".." are path words).
 std::string read_name(const Field& field);
 
-// True for "chip<digits>" and "sub<digits>", the names of workers.
-bool is_worker_name(std::string_view name) noexcept;
-
 // A string starting with "/", without NUL bytes, of at most `max_bytes` bytes.
 std::filesystem::path read_absolute_path(const Field& field, std::size_t max_bytes = SIZE_MAX);
 
