@@ -3,6 +3,7 @@
 #include "cli/commands.h"
 #include "cli/render.h"
 #include "cli/requests.h"
+#include "cli/table.h"
 
 #include <memory>
 #include <ostream>
@@ -87,7 +88,7 @@ CliError module_load_error(const CliError& e, const ModuleArgs& args, std::size_
 std::string module_summary(const json& module) {
     std::string chips;
     for (const auto& chip : module.value("chips", json::array())) {
-        chips += (chips.empty() ? "" : ", ") + (chip.is_string() ? chip.get<std::string>() : chip.dump());
+        chips += (chips.empty() ? "" : ", ") + printable(chip.is_string() ? chip.get<std::string>() : chip.dump());
     }
     return "module " + field_text(module, "name") + " (" + field_text(module, "format") + ", " +
            field_text(module, "bytes") + " bytes) on " + (chips.empty() ? "-" : chips);

@@ -230,6 +230,40 @@ std::optional<BufferInfo> BufferRegistry::find_arena(const std::string& name) co
     return std::nullopt;
 }
 
+bool BufferRegistry::begin_release(const CanonicalIdentity& id) {
+    std::lock_guard lock(mu_);
+    if (id.owner_instance != owner_) {
+        const auto it = remote_.find(key_of(id));
+        if (it == remote_.end() || !it->second.live || it->second.releasing) {
+            return false;
+        }
+        it->second.releasing = true;
+        return true;
+    }
+    if (lookup_locked(id) != BufferLookup::LIVE) {
+        return false;
+    }
+    Slot& slot = slots_[id.buffer_id - 1];
+    if (!slot.info.name.empty()) {
+        throw std::invalid_argument("buffer " + to_string(id) + " is the preloaded arena '" + slot.info.name +
+                                    "', which lives as long as the daemon");
+    }
+    if (slot.releasing) {
+        return false;
+    }
+    slot.releasing = true;
+    return true;
+}
+
+bool BufferRegistry::releasing(const CanonicalIdentity& id) const {
+    std::lock_guard lock(mu_);
+    if (id.owner_instance != owner_) {
+        const auto it = remote_.find(key_of(id));
+        return it != remote_.end() && it->second.live && it->second.releasing;
+    }
+    return lookup_locked(id) == BufferLookup::LIVE && slots_[id.buffer_id - 1].releasing;
+}
+
 std::optional<std::string> BufferRegistry::release(const CanonicalIdentity& id) {
     std::lock_guard lock(mu_);
     if (lookup_locked(id) != BufferLookup::LIVE) {
@@ -252,6 +286,7 @@ std::optional<std::string> BufferRegistry::release(const CanonicalIdentity& id) 
     }
     slot.fds.clear();
     slot.live = false;
+    slot.releasing = false;
     free_slots_.push_back(static_cast<std::uint32_t>(id.buffer_id - 1));
     return failure;
 }
@@ -292,14 +327,15 @@ BufferLookup BufferRegistry::lookup_locked(const CanonicalIdentity& id) const {
     return id.generation <= slot.generation ? BufferLookup::STALE : BufferLookup::UNKNOWN;
 }
 
-BufferLookup BufferRegistry::inspect_locked(const CanonicalIdentity& id, const BufferInfo*& info) const {
+BufferLookup BufferRegistry::inspect_locked(const CanonicalIdentity& id, const BufferInfo*& info,
+                                            bool releasing_is_stale) const {
     info = nullptr;
     if (id.owner_instance != owner_) {
         const auto it = remote_.find(key_of(id));
         if (it == remote_.end()) {
             return BufferLookup::UNKNOWN;
         }
-        if (!it->second.live) {
+        if (!it->second.live || (releasing_is_stale && it->second.releasing)) {
             return BufferLookup::STALE;
         }
         info = &it->second.info;
@@ -307,7 +343,11 @@ BufferLookup BufferRegistry::inspect_locked(const CanonicalIdentity& id, const B
     }
     const BufferLookup state = lookup_locked(id);
     if (state == BufferLookup::LIVE) {
-        info = &slots_[id.buffer_id - 1].info;
+        const Slot& slot = slots_[id.buffer_id - 1];
+        if (releasing_is_stale && slot.releasing) {
+            return BufferLookup::STALE;
+        }
+        info = &slot.info;
     }
     return state;
 }
@@ -315,13 +355,13 @@ BufferLookup BufferRegistry::inspect_locked(const CanonicalIdentity& id, const B
 BufferLookup BufferRegistry::lookup(const CanonicalIdentity& id) const {
     std::lock_guard lock(mu_);
     const BufferInfo* info = nullptr;
-    return inspect_locked(id, info);
+    return inspect_locked(id, info, true);
 }
 
 std::optional<BufferInfo> BufferRegistry::find(const CanonicalIdentity& id) const {
     std::lock_guard lock(mu_);
     const BufferInfo* info = nullptr;
-    inspect_locked(id, info);
+    inspect_locked(id, info, false);
     return info != nullptr ? std::optional<BufferInfo>(*info) : std::nullopt;
 }
 
@@ -329,12 +369,12 @@ std::vector<BufferInfo> BufferRegistry::list() const {
     std::lock_guard lock(mu_);
     std::vector<BufferInfo> out;
     for (const Slot& slot : slots_) {
-        if (slot.live) {
+        if (slot.live && !slot.releasing) {
             out.push_back(slot.info);
         }
     }
     for (const auto& [key, remote] : remote_) {
-        if (remote.live) {
+        if (remote.live && !remote.releasing) {
             out.push_back(remote.info);
         }
     }
@@ -352,6 +392,7 @@ void BufferRegistry::add_remote(const BufferDescriptor& d, const std::string& ho
     Remote& entry = remote_[key_of(d.identity)];
     entry.info = BufferInfo{d, host, std::move(world), {}};
     entry.live = true;
+    entry.releasing = false;
     entry.why.clear();
 }
 
@@ -361,6 +402,7 @@ std::size_t BufferRegistry::lose_remote(const std::string& host, const std::stri
     for (auto& [key, remote] : remote_) {
         if (remote.live && remote.info.creator == host) {
             remote.live = false;
+            remote.releasing = false;
             remote.why = why;
             ++lost;
         }
@@ -373,6 +415,7 @@ void BufferRegistry::forget_remote(const CanonicalIdentity& id) {
     const auto it = remote_.find(key_of(id));
     if (it != remote_.end()) {
         it->second.live = false; // stale from now on, as a released buffer of this supervisor is
+        it->second.releasing = false;
         it->second.why.clear();
     }
 }

@@ -90,28 +90,40 @@ public:
     // never released.
     BufferDescriptor register_arena(const std::string& name, Backend backend, std::uintptr_t base, std::size_t length);
 
-    // Releases a live buffer: unlinks its object (POSIX_SHM) or closes its fd (SIM_VMM), bumps the slot's
-    // generation. Returns an error message when the unlink failed (the journal keeps the entry), nullopt
-    // on success. Throws std::out_of_range when the identity is not live.
+    // Marks a live buffer (this supervisor's, or a remote host's) as on its way out: from then on lookup() and
+    // inspect() answer STALE and list() leaves it out, so nothing new names it, while find(), dup_fds() and
+    // remote_host() still answer for it, so the tasks already queued over it run, until release() (or
+    // forget_remote()) ends it. Returns false, and changes nothing, unless the buffer is live and not releasing.
+    // Throws std::invalid_argument for a preloaded arena, which lives as long as the daemon.
+    bool begin_release(const CanonicalIdentity& id);
+    bool releasing(const CanonicalIdentity& id) const;
+
+    // Releases a live buffer, whether its release has begun or not: unlinks its object (POSIX_SHM) or closes its fd
+    // (SIM_VMM), bumps the slot's generation. Returns an error message when the unlink failed (the journal keeps the
+    // entry), nullopt on success. Throws std::out_of_range when the identity is not live.
     std::optional<std::string> release(const CanonicalIdentity& id);
     // Releases every live buffer; returns the messages of failed releases.
     std::vector<std::string> release_all();
 
+    // What `id` is to a new use: a releasing buffer is STALE.
     BufferLookup lookup(const CanonicalIdentity& id) const;
+    // The entry of a live buffer, releasing ones included (what the tasks queued over it need).
     std::optional<BufferInfo> find(const CanonicalIdentity& id) const;
     // What `id` is, and, when it is live, f(info) called under the registry's lock: one lookup and no copy of the
-    // entry, for the checks every task argument passes. f must not call into the registry.
+    // entry, for the checks every task argument passes. A buffer whose release has begun is STALE to a new use and
+    // LIVE to a task accepted before (`accepted`), which its release waits for. f must not call into the registry.
     template <class F>
-    BufferLookup inspect(const CanonicalIdentity& id, F&& f) const {
+    BufferLookup inspect(const CanonicalIdentity& id, F&& f, bool accepted = false) const {
         std::lock_guard lock(mu_);
         const BufferInfo* info = nullptr;
-        const BufferLookup state = inspect_locked(id, info);
+        const BufferLookup state = inspect_locked(id, info, !accepted);
         if (info != nullptr) {
             f(*info);
         }
         return state;
     }
     std::optional<BufferInfo> find_arena(const std::string& name) const;
+    // The live buffers, releasing ones left out.
     std::vector<BufferInfo> list() const;
     // Buffers of remote hosts (docs/multihost.md): POSIX_SHM buffers a node on another host made for this L4,
     // under that node's identities. add_remote registers one as live on `host` (the remote node's path), which
@@ -136,7 +148,8 @@ private:
     struct Slot {
         std::uint32_t generation = 0; // of the live or last released buffer
         bool live = false;
-        bool pending = false; // a device buffer whose chips have not handed over every fd yet
+        bool pending = false;   // a device buffer whose chips have not handed over every fd yet
+        bool releasing = false; // live, but released once the tasks queued over it have run (begin_release())
         BufferInfo info{};
         std::vector<ipc::UniqueFd> fds; // device buffers: one, or one per rank
     };
@@ -144,14 +157,16 @@ private:
     struct Remote {
         BufferInfo info; // creator: the remote node's path
         bool live = true;
+        bool releasing = false;
         std::string why; // when lost
     };
     using IdentityKey = std::array<std::uint8_t, sizeof(CanonicalIdentity)>;
     static IdentityKey key_of(const CanonicalIdentity& id) noexcept;
 
     CanonicalIdentity mint_locked();
-    // REQUIRES mu_. What `id` is; `info` points at its entry when it is live.
-    BufferLookup inspect_locked(const CanonicalIdentity& id, const BufferInfo*& info) const;
+    // REQUIRES mu_. What `id` is; `info` points at its entry when it is live. A releasing buffer is LIVE here
+    // (its queued tasks still reach it) and, with `releasing_is_stale`, STALE without an entry (nothing new does).
+    BufferLookup inspect_locked(const CanonicalIdentity& id, const BufferInfo*& info, bool releasing_is_stale) const;
     // Journals, creates, sizes and reserves the object `name` of nbytes; on failure removes what it made and
     // throws BufferCreateError.
     void make_shm_object(const std::string& name, std::uint64_t nbytes);

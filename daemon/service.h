@@ -86,6 +86,9 @@ private:
     // with `stopped`. Throws RequestError(WORKER_DIED) while the daemon stops.
     void schedule_step(const std::string& name, std::vector<TensorArg> footprint, const Reply& reply,
                        std::string stopped, std::function<void(std::uint64_t id, const Reply& once)> step);
+    // buffer.release: refused to every new use at once, released (and answered) once earlier tasks over the
+    // buffer finished.
+    void handle_buffer_release(const nlohmann::json& request, const Reply& reply, const Peer& peer);
     // buffer.fd (service_fds.cpp): answered, with the fds attached, once earlier tasks over the buffer finished.
     void handle_buffer_fd(const nlohmann::json& request, const Reply& reply, const Peer& peer);
     void handle_module_load(const nlohmann::json& request, const Reply& reply);

@@ -30,19 +30,6 @@ json read_answer(std::uint64_t length, std::uint64_t rest, bool cut_short) {
     return answer;
 }
 
-// The code and message of the exception being handled; call it only inside a catch block.
-std::pair<ErrorCode, std::string> current_error() {
-    try {
-        throw;
-    } catch (const RequestError& e) {
-        return {e.code(), e.what()};
-    } catch (const WireError& e) {
-        return {e.code(), e.what()};
-    } catch (const std::exception& e) {
-        return {ErrorCode::BAD_REQUEST, e.what()};
-    }
-}
-
 } // namespace
 
 void Service::write_attachment(const BufferInfo& info, std::uint64_t offset, Attachment attachment,

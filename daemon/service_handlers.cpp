@@ -1,9 +1,11 @@
+#include "daemon/host_window.h"
 #include "daemon/request_error.h"
 #include "daemon/service.h"
 #include "worker/worker_loop.h"
 
 #include <atomic>
 #include <boost/asio/post.hpp>
+#include <tuple>
 #include <unistd.h>
 
 namespace canopy::daemon {
@@ -14,20 +16,10 @@ using nlohmann::json;
 // Shm buffers from this size up are created off the io thread, like device buffers.
 constexpr std::uint64_t SLOW_CREATE_BYTES = 64 * 1024 * 1024;
 
-// The error reply for the exception being handled; call it only inside a catch block. A RequestError or
-// WireError keeps its code; anything else is BAD_REQUEST.
+// The error reply for the exception being handled; call it only inside a catch block (current_error).
 json error_of_current_exception() {
-    try {
-        throw;
-    } catch (const RequestError& e) {
-        return error_reply(error_code_name(e.code()), e.what());
-    } catch (const WireError& e) {
-        return error_reply(error_code_name(e.code()), e.what());
-    } catch (const std::exception& e) {
-        return error_reply("BAD_REQUEST", e.what());
-    } catch (...) {
-        return error_reply("BAD_REQUEST", "an unknown error");
-    }
+    const auto [code, message] = current_error();
+    return error_reply(error_code_name(code), message);
 }
 
 } // namespace
@@ -83,33 +75,8 @@ void Service::handle(const json& request, RawRun* run, const Peer& peer, Reply r
         } else if (op == "buffer.show") {
             result = {{"buffer", buffer_entry(live_buffer(request))}};
         } else if (op == "buffer.release") {
-            const CanonicalIdentity id = live_buffer(request).descriptor.identity;
-            if (const auto module = supervisor_.module_of_buffer(id)) {
-                bad_request("buffer " + string_member(request, "buffer", "request") + " holds the image of module " +
-                            *module + "; it is released when the module is replaced or the daemon stops");
-            }
-            access_.require_owner(peer, id, "buffer.release", "release");
-            if (supervisor_.registry().remote_host(id)) {
-                // Released by its host, a round trip away: answered from slow_.
-                boost::asio::post(slow_, [this, id, reply] {
-                    try {
-                        json answer = json::object();
-                        if (const auto warning = supervisor_.release_buffer(id)) {
-                            answer["warning"] = *warning;
-                        }
-                        access_.forget(id);
-                        reply(std::move(answer));
-                    } catch (...) {
-                        reply(error_of_current_exception());
-                    }
-                });
-                return;
-            }
-            const auto warning = supervisor_.release_buffer(id);
-            access_.forget(id);
-            if (warning) {
-                result["warning"] = *warning;
-            }
+            handle_buffer_release(request, reply, peer);
+            return;
         } else if (op == "buffer.write" || op == "buffer.read") {
             handle_buffer_transfer(request, reply, op == "buffer.write", peer, attachment);
             return;
@@ -296,6 +263,47 @@ void Service::schedule_step(const std::string& name, std::vector<TensorArg> foot
         dispatch_ready_locked(to_dispatch);
     }
     dispatch(std::move(to_dispatch));
+}
+
+void Service::handle_buffer_release(const json& request, const Reply& reply, const Peer& peer) {
+    const BufferInfo info = live_buffer(request);
+    const CanonicalIdentity id = info.descriptor.identity;
+    if (const auto module = supervisor_.module_of_buffer(id)) {
+        bad_request("buffer " + string_member(request, "buffer", "request") + " holds the image of module " + *module +
+                    "; it is released when the module is replaced or the daemon stops");
+    }
+    access_.require_owner(peer, id, "buffer.release", "release");
+    // Nothing new may name the buffer from here on; the step over the whole of it runs once every task and
+    // transfer queued over it before has finished, and only then are its bytes freed.
+    supervisor_.begin_release(id);
+    const bool remote = supervisor_.registry().remote_host(id).has_value();
+    schedule_step("buffer.release", byte_range_views(info.descriptor, 0, info.descriptor.nbytes, TensorTag::OUTPUT),
+                  reply, "buffer release: the daemon stopped before the tasks queued over the buffer finished",
+                  [this, id, remote](std::uint64_t step, const Reply& once) {
+                      const auto release = [this, id, step, once] {
+                          const std::uint64_t start = worker::monotonic_ns();
+                          ErrorCode code = ErrorCode::OK;
+                          std::string message;
+                          try {
+                              json answer = json::object();
+                              if (const auto warning = supervisor_.release_buffer(id)) {
+                                  answer["warning"] = *warning;
+                              }
+                              access_.forget(id);
+                              once(std::move(answer));
+                          } catch (...) {
+                              std::tie(code, message) = current_error();
+                              once(error_reply(error_code_name(code), message));
+                          }
+                          on_result(step, TaskResult{step, code, message, start, worker::monotonic_ns()});
+                      };
+                      if (remote) {
+                          // Released by its host, a round trip away: not on the io thread.
+                          boost::asio::post(slow_, release);
+                      } else {
+                          release();
+                      }
+                  });
 }
 
 void Service::handle_module_load(const json& request, const Reply& reply) {

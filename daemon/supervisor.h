@@ -142,8 +142,12 @@ public:
 
     // Throws RequestError (NO_CONSUMER, UNKNOWN_WORKER, BAD_REQUEST).
     BufferDescriptor create_buffer(const BufferRequest& request);
-    // Throws RequestError (UNKNOWN_BUFFER, STALE_BUFFER; BAD_REQUEST for a preloaded arena). Returns the
-    // release problem, if any.
+    // Marks a live buffer as released to every new use (BufferRegistry::begin_release): tasks and transfers that name
+    // it from now on are refused STALE_BUFFER, while those already queued over it still run; release_buffer ends it.
+    // Throws RequestError (UNKNOWN_BUFFER, STALE_BUFFER; BAD_REQUEST for a preloaded arena).
+    void begin_release(const CanonicalIdentity& id);
+    // Releases a live buffer, whether its release has begun or not. Throws RequestError (UNKNOWN_BUFFER, STALE_BUFFER;
+    // BAD_REQUEST for a preloaded arena). Returns the release problem, if any.
     std::optional<std::string> release_buffer(const CanonicalIdentity& id);
     std::vector<BufferInfo> buffers() const { return buffers_.list(); }
     BufferRegistry& registry() noexcept { return buffers_; }
@@ -203,7 +207,7 @@ private:
     ChildSlot* remote_slot(const std::string& host) const;
     // resolve(), except that a copy across hosts may name a remote node itself.
     Route route_of(const TaskRequest& request) const;
-    void check_copy_side(const BufferDescriptor& d, std::size_t i) const;
+    void check_copy_side(const BufferDescriptor& d, std::size_t i, bool accepted) const;
     void check_copy_across(const Route& route, const TaskRequest& request) const;
     // The link slot that runs a checked copy across hosts, with `task` made for it; null when it runs in two
     // stages (relay), which then owns `done`.
@@ -273,11 +277,11 @@ private:
     static void send_worker_restart(Incarnation& inc, const std::string& target);
     void check_request(const Route& route, const TaskRequest& request) const;
     MappedArenas map_preloads();
-    void check_buffer(const Route& route, const BufferDescriptor& d, std::size_t i) const;
+    void check_buffer(const Route& route, const BufferDescriptor& d, std::size_t i, bool accepted) const;
     // A buffer of this supervisor's own, live, and `d` its registered descriptor; throws UNKNOWN_BUFFER,
     // STALE_BUFFER or INVALID_DESCRIPTOR naming argument `i`. With a route, returns whether its worker holds a
     // copy of the buffer (false only for a symmetric buffer whose world lacks it); without one, true.
-    bool check_own_live(const BufferDescriptor& d, std::size_t i, const Route* route = nullptr) const;
+    bool check_own_live(const BufferDescriptor& d, std::size_t i, bool accepted, const Route* route = nullptr) const;
     void check_remote_buffer(const Route& route, const BufferDescriptor& d, std::size_t i) const;
     void enqueue(ChildSlot& slot, PendingTask task);
     // The task as its slot queues it; null (and `done` called) when it is refused at once.

@@ -264,17 +264,39 @@ TaskResult Supervisor::remote_buffer_call(ChildSlot& slot, std::string_view kern
     return result.get();
 }
 
-std::optional<std::string> Supervisor::release_buffer(const CanonicalIdentity& id) {
-    switch (buffers_.lookup(id)) {
+namespace {
+
+// Throws what a release of a buffer that is not live is: UNKNOWN_BUFFER or STALE_BUFFER.
+void require_live(const BufferRegistry& buffers, const CanonicalIdentity& id) {
+    switch (buffers.lookup(id)) {
     case BufferLookup::UNKNOWN:
         throw RequestError(ErrorCode::UNKNOWN_BUFFER, "no buffer " + to_string(id));
     case BufferLookup::STALE:
-        if (const auto why = buffers_.stale_reason(id)) {
+        if (const auto why = buffers.stale_reason(id)) {
             throw RequestError(ErrorCode::STALE_BUFFER, *why);
         }
         throw RequestError(ErrorCode::STALE_BUFFER, "buffer " + to_string(id) + " was already released");
     case BufferLookup::LIVE:
         break;
+    }
+}
+
+} // namespace
+
+void Supervisor::begin_release(const CanonicalIdentity& id) {
+    require_live(buffers_, id);
+    try {
+        if (!buffers_.begin_release(id)) {
+            require_live(buffers_, id); // released, or its release begun, meanwhile: says which
+        }
+    } catch (const std::invalid_argument& e) {
+        throw RequestError(ErrorCode::BAD_REQUEST, e.what());
+    }
+}
+
+std::optional<std::string> Supervisor::release_buffer(const CanonicalIdentity& id) {
+    if (!buffers_.releasing(id)) {
+        require_live(buffers_, id);
     }
     if (const auto host = buffers_.remote_host(id)) {
         const BufferDescriptor d = buffers_.find(id)->descriptor;

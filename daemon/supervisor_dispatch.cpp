@@ -135,6 +135,9 @@ void Supervisor::check_request(const Route& route, const TaskRequest& request) c
         throw RequestError(ErrorCode::UNKNOWN_KERNEL, "no kernel named '" + request.kernel + "'");
     }
     const bool across = crosses_hosts(request);
+    // A task the service accepted (its dispatch) still reaches a buffer whose release began after it was accepted:
+    // the release waits for it. A new task does not.
+    const bool accepted = request.signature_checked;
     std::vector<kernels::BoundTensor> bound;
     for (std::size_t i = 0; i < request.args.tensors.size(); ++i) {
         const TensorArg& arg = request.args.tensors[i];
@@ -146,12 +149,18 @@ void Supervisor::check_request(const Route& route, const TaskRequest& request) c
         if (!is_valid(arg.tag)) {
             throw RequestError(ErrorCode::INVALID_TENSOR, arg_field(i) + ".tag: unknown tag");
         }
+        // A remote host's buffer whose release has begun is refused here; this supervisor's own by check_own_live.
+        if (!accepted && arg.tensor.buffer.identity.owner_instance != buffers_.owner_instance() &&
+            buffers_.releasing(arg.tensor.buffer.identity)) {
+            throw RequestError(ErrorCode::STALE_BUFFER,
+                               arg_field(i) + ": buffer " + to_string(arg.tensor.buffer.identity) + " was released");
+        }
         if (across) {
-            check_copy_side(arg.tensor.buffer, i);
+            check_copy_side(arg.tensor.buffer, i, accepted);
         } else if (route.slot->spec.kind == ChildKind::REMOTE) {
             check_remote_buffer(route, arg.tensor.buffer, i);
         } else {
-            check_buffer(route, arg.tensor.buffer, i);
+            check_buffer(route, arg.tensor.buffer, i, accepted);
         }
         check_access(arg, i);
         bound.push_back({&arg.tensor, arg.tag, nullptr});
@@ -201,16 +210,19 @@ void Supervisor::check_remote_buffer(const Route& route, const BufferDescriptor&
                                                           ", which reaches only buffers of its own host");
 }
 
-bool Supervisor::check_own_live(const BufferDescriptor& d, std::size_t i, const Route* route) const {
+bool Supervisor::check_own_live(const BufferDescriptor& d, std::size_t i, bool accepted, const Route* route) const {
     bool matches = false;
     bool reachable = true;
-    const BufferLookup state = buffers_.inspect(d.identity, [&](const BufferInfo& info) {
-        matches = info.descriptor == d;
-        if (route != nullptr && !info.world.empty()) {
-            reachable = route->slot != nullptr &&
-                        std::find(info.world.begin(), info.world.end(), route->path()) != info.world.end();
-        }
-    });
+    const BufferLookup state = buffers_.inspect(
+        d.identity,
+        [&](const BufferInfo& info) {
+            matches = info.descriptor == d;
+            if (route != nullptr && !info.world.empty()) {
+                reachable = route->slot != nullptr &&
+                            std::find(info.world.begin(), info.world.end(), route->path()) != info.world.end();
+            }
+        },
+        accepted);
     switch (state) {
     case BufferLookup::UNKNOWN:
         throw RequestError(ErrorCode::UNKNOWN_BUFFER, arg_field(i) + ": no buffer " + to_string(d.identity));
@@ -227,7 +239,7 @@ bool Supervisor::check_own_live(const BufferDescriptor& d, std::size_t i, const 
     return reachable;
 }
 
-void Supervisor::check_buffer(const Route& route, const BufferDescriptor& d, std::size_t i) const {
+void Supervisor::check_buffer(const Route& route, const BufferDescriptor& d, std::size_t i, bool accepted) const {
     const bool ours = d.identity.owner_instance == buffers_.owner_instance();
     if (!ours) {
         if (const auto host = buffers_.remote_host(d.identity)) {
@@ -241,7 +253,7 @@ void Supervisor::check_buffer(const Route& route, const BufferDescriptor& d, std
         }
     }
     if (ours) {
-        if (!check_own_live(d, i, &route)) {
+        if (!check_own_live(d, i, accepted, &route)) {
             throw RequestError(ErrorCode::UNREACHABLE_BUFFER, arg_field(i) + ": symmetric buffer " +
                                                                   to_string(d.identity) + " has no copy on " +
                                                                   (route.slot ? route.path() : std::string("?")));

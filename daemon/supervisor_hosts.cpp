@@ -63,7 +63,7 @@ Supervisor::Route Supervisor::route_of(const TaskRequest& request) const {
 
 // Either side of a copy across hosts: a live buffer of some host, as its registration says. On this host, a
 // POSIX_SHM buffer (the link maps it by name) or a device buffer of one chip (staged through a POSIX_SHM one).
-void Supervisor::check_copy_side(const BufferDescriptor& d, std::size_t i) const {
+void Supervisor::check_copy_side(const BufferDescriptor& d, std::size_t i, bool accepted) const {
     const std::string host = host_of(d);
     if (!host.empty()) {
         if (!(buffers_.find(d.identity)->descriptor == d)) {
@@ -84,7 +84,7 @@ void Supervisor::check_copy_side(const BufferDescriptor& d, std::size_t i) const
         }
         throw RequestError(ErrorCode::UNKNOWN_BUFFER, arg_field(i) + ": no buffer " + to_string(d.identity));
     }
-    check_own_live(d, i);
+    check_own_live(d, i, accepted);
     if (!buffers_.find(d.identity)->world.empty()) {
         throw RequestError(ErrorCode::UNREACHABLE_BUFFER, "copy across hosts: " + arg_field(i) +
                                                               " is a symmetric buffer; copy one rank's copy to "

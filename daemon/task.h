@@ -34,8 +34,9 @@ struct TaskRequest {
     // (Supervisor::withdraw): a remote node's L4 session is one group.
     std::uint64_t group = 0;
     // The kernel's signature was checked against these arguments (Supervisor::check passed, and nothing in the
-    // request changed since): dispatch checks the buffers again, since they may be released meanwhile, but not
-    // the signature, which depends on the request alone.
+    // request changed since): dispatch checks the buffers again, since a remote host's may be lost meanwhile, but
+    // not the signature, which depends on the request alone. A buffer whose release began after the check is still
+    // live to this task: the release waits for it.
     bool signature_checked = false;
 };
 

@@ -95,6 +95,16 @@ TEST_CASE("module list prints one line per module, or the reply under --json", "
     CHECK(run({"module", "list"}, none.socket_path()).out == "no modules loaded\n");
 }
 
+TEST_CASE("module list shows control characters in a module's name and chips as escapes", "[cli][module]") {
+    const json odd = {{"name", "m\x1b[2J"}, {"bytes", 8}, {"format", "ptx"}, {"chips", {"/chip0\n/chip1"}}};
+    FakeDaemon daemon([&](const json&) { return ok({{"modules", {odd}}}); });
+    const CliRun human = run({"module", "list"}, daemon.socket_path());
+    CHECK(human.rc == 0);
+    CHECK(human.out == "module m\\x1b[2J (ptx, 8 bytes) on /chip0\\n/chip1\n");
+    const CliRun machine = run({"module", "list", "--json"}, daemon.socket_path());
+    CHECK(json::parse(machine.out) == json{{"modules", {odd}}});
+}
+
 TEST_CASE("submit --param orders the arguments by parameter and sends params and launch", "[cli][module]") {
     const json r =
         only_request(modules_ok, {"submit",  "m:f",      "--on",      "chip0",    "--scalar", "float32:2", "--in",

@@ -26,6 +26,79 @@ TEST_CASE("a task naming a released buffer's old generation fails with STALE_BUF
     CHECK(sup.run(task("iota", "chip0", {arg(new_buf, TensorTag::OUTPUT, DataType::FLOAT32, {64})})).ok());
 }
 
+TEST_CASE("a buffer whose release has begun is refused to new tasks but still reached by queued ones", "[daemon]") {
+    TempDir state;
+    Supervisor sup(l3_options(state.path, 1, 1));
+    sup.start();
+    const auto buf = sup.create_buffer({256, Backend::POSIX_SHM, Access::READWRITE, "", {}});
+    const auto other = sup.create_buffer({256, Backend::POSIX_SHM, Access::READWRITE, "", {}});
+    sup.begin_release(buf.identity);
+    auto& registry = sup.registry();
+    CHECK(registry.lookup(buf.identity) == daemon::BufferLookup::STALE);
+    CHECK(registry.releasing(buf.identity));
+    REQUIRE(registry.find(buf.identity).has_value()); // what a queued task's worker asks for
+    CHECK(registry.find(buf.identity)->descriptor == buf);
+    const auto listed = sup.buffers();
+    REQUIRE(listed.size() == 1);
+    CHECK(listed[0].descriptor == other);
+    // A new task is refused as if the buffer were gone already.
+    const auto r = sup.run(task("iota", "chip0", {arg(buf, TensorTag::OUTPUT, DataType::FLOAT32, {64})}));
+    CHECK(r.code == ErrorCode::STALE_BUFFER);
+    CHECK_THAT(r.message, Catch::Contains("was released"));
+    // A task the service accepted before the release began still runs over it (its dispatch).
+    auto accepted = task("fill", "chip0", {arg(buf, TensorTag::OUTPUT, DataType::UINT8, {256})});
+    accepted.args.scalars.push_back(ScalarArg::i64(9));
+    accepted.signature_checked = true;
+    CHECK(sup.run(accepted).ok());
+    // A second release is refused at once; the first ends it.
+    try {
+        sup.begin_release(buf.identity);
+        FAIL("began the release of a buffer twice");
+    } catch (const daemon::RequestError& e) {
+        CHECK(e.code() == ErrorCode::STALE_BUFFER);
+        CHECK_THAT(std::string(e.what()), Catch::Contains("was already released"));
+    }
+    CHECK_FALSE(sup.release_buffer(buf.identity).has_value());
+    CHECK_FALSE(registry.releasing(buf.identity));
+    CHECK_FALSE(registry.find(buf.identity).has_value());
+    CHECK(registry.lookup(buf.identity) == daemon::BufferLookup::STALE);
+    try {
+        (void)sup.release_buffer(buf.identity);
+        FAIL("released a buffer twice");
+    } catch (const daemon::RequestError& e) {
+        CHECK(e.code() == ErrorCode::STALE_BUFFER);
+    }
+    // The slot's next buffer starts live, not releasing.
+    const auto next = sup.create_buffer({256, Backend::POSIX_SHM, Access::READWRITE, "", {}});
+    REQUIRE(next.identity.buffer_id == buf.identity.buffer_id);
+    CHECK_FALSE(registry.releasing(next.identity));
+    CHECK(sup.run(task("iota", "chip0", {arg(next, TensorTag::OUTPUT, DataType::FLOAT32, {64})})).ok());
+}
+
+TEST_CASE("the release of a preloaded arena or of an unknown buffer is refused before it begins", "[daemon]") {
+    TempDir state;
+    Supervisor sup(l3_options(state.path, 1, 1));
+    sup.start();
+    const auto buf = sup.create_buffer({256, Backend::POSIX_SHM, Access::READWRITE, "", {}});
+    const auto arena = sup.registry().register_arena("weights", Backend::FORK_SHM, 0x10000, 4096);
+    try {
+        sup.begin_release(arena.identity);
+        FAIL("began the release of a preloaded arena");
+    } catch (const daemon::RequestError& e) {
+        CHECK(e.code() == ErrorCode::BAD_REQUEST);
+        CHECK_THAT(std::string(e.what()), Catch::Contains("preloaded arena 'weights'"));
+    }
+    CHECK_FALSE(sup.registry().releasing(arena.identity));
+    CanonicalIdentity unknown = buf.identity;
+    unknown.generation += 5;
+    try {
+        sup.begin_release(unknown);
+        FAIL("began the release of an unknown buffer");
+    } catch (const daemon::RequestError& e) {
+        CHECK(e.code() == ErrorCode::UNKNOWN_BUFFER);
+    }
+}
+
 TEST_CASE("create_buffer refuses a backend no live child can consume", "[daemon]") {
     TempDir state;
     Supervisor subs_only(l3_options(state.path, 0, 1));

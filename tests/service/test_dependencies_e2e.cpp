@@ -174,3 +174,67 @@ TEST_CASE("a long chain that hops between workers runs every edge in order", "[s
     }
     CHECK(got == reference);
 }
+
+TEST_CASE("a buffer's release waits for the tasks queued over it, which complete, and refuses new uses at once",
+          "[service]") {
+    Daemon d(e2e_config(1, 1));
+    for (const std::string worker : {"chip0", "sub0"}) {
+        INFO("worker " << worker);
+        const std::string buffer = d.create_buffer(4096);
+        RawClient c(d.socket());
+        // "hold" keeps the buffer for a while; "fill", which writes it, is queued behind it.
+        const json graph = {
+            {"tasks",
+             {sleep_task("hold-" + worker, worker, 1500, {tensor_arg(buffer, "input", {1024})}),
+              task("fill-" + worker, "fill", worker, {tensor_arg(buffer, "output", {1024}), float32_arg(2.5)})}}};
+        const json run = c.request({{"op", "run"}, {"graph", graph}});
+        REQUIRE(run.at("ok") == true);
+        const json fill_id = task_named(run, "fill-" + worker).at("id");
+
+        RawClient releaser(d.socket());
+        releaser.send_frame(json{{"op", "buffer.release"}, {"buffer", buffer}}.dump());
+        // Set-up: the release has begun once the buffer is refused to a new use.
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        json show;
+        do {
+            show = c.request({{"op", "buffer.show"}, {"buffer", buffer}});
+        } while (show.at("ok") == true && std::chrono::steady_clock::now() < deadline);
+        const std::uint64_t refused_ns = monotonic_now_ns();
+        REQUIRE(error_code_of(show) == "STALE_BUFFER");
+        CHECK_THAT(error_message_of(show), Catch::Contains(buffer + " was released"));
+
+        // Every new use is refused while the queued tasks still run.
+        const json submit = c.request(
+            {{"op", "submit"},
+             {"task", task("late-" + worker, "fill", worker, {tensor_arg(buffer, "output", {1024}), float32_arg(1)})}});
+        CHECK(error_code_of(submit) == "STALE_BUFFER");
+        CHECK_THAT(error_message_of(submit), Catch::Contains(buffer + " was released"));
+        const json read = c.request({{"op", "buffer.read"}, {"buffer", buffer}, {"bytes", 16}});
+        CHECK(error_code_of(read) == "STALE_BUFFER");
+        const json write = c.request({{"op", "buffer.write"}, {"buffer", buffer}, {"data", "AAAA"}});
+        CHECK(error_code_of(write) == "STALE_BUFFER");
+        const json fd = c.request({{"op", "buffer.fd"}, {"buffer", buffer}});
+        CHECK(error_code_of(fd) == "STALE_BUFFER");
+        const json again = c.request({{"op", "buffer.release"}, {"buffer", buffer}});
+        CHECK(error_code_of(again) == "STALE_BUFFER");
+        const json list = c.request({{"op", "buffer.list"}});
+        for (const auto& b : list.at("buffers")) {
+            CHECK(b.at("id") != buffer);
+        }
+
+        // The release answers once the queued fill has run, and the fill completed.
+        const auto released = releaser.read_reply(std::chrono::seconds(30));
+        const std::uint64_t released_ns = monotonic_now_ns();
+        REQUIRE(released.has_value());
+        CHECK(released->at("ok") == true);
+        const json waited = c.request({{"op", "wait"}, {"task_id", fill_id}});
+        const json& fill = waited.at("task");
+        INFO(fill.dump());
+        CHECK(fill.at("state") == "completed");
+        // The fill started after the release had begun, and the release answered after it ended.
+        CHECK(ns(fill, "start_ns") > refused_ns);
+        CHECK(ns(fill, "end_ns") <= released_ns);
+        CHECK(error_code_of(c.request({{"op", "buffer.show"}, {"buffer", buffer}})) == "STALE_BUFFER");
+    }
+    CHECK(tasks_done_sum(d.cli_json({"status"})) >= 4);
+}
