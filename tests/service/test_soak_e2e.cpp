@@ -29,13 +29,18 @@ using nlohmann::json;
 
 namespace {
 
-const std::vector<std::string> SOAK_WORKERS = {"chip0", "chip1", "sub0", "sub1"};
+// The workers a soak's tasks run on: sim chips, which reach every sim_vmm buffer, and subs, which reach none.
+struct Workers {
+    std::vector<std::string> chips;
+    std::vector<std::string> subs;
+};
 constexpr std::size_t MAX_LIVE = 6;
 constexpr std::uint64_t MAX_BYTES = 8192;
 
 class SoakClient {
 public:
-    SoakClient(const Daemon& d, std::uint64_t seed) : c_(d.socket()), rng_(seed), seed_(seed) {}
+    SoakClient(const Daemon& d, Workers workers, std::uint64_t seed)
+        : c_(d.socket()), workers_(std::move(workers)), rng_(seed), seed_(seed) {}
 
     void step() {
         const std::uint64_t pick = below(100);
@@ -178,7 +183,7 @@ private:
         const bool device = below(4) == 0;
         if (device) {
             request["backend"] = "vmm";
-            request["on"] = SOAK_WORKERS[below(2)];
+            request["on"] = chip();
         }
         const json r = ask(request);
         expect_ok(r);
@@ -311,14 +316,18 @@ private:
         tasks_.push_back(r.at("task").at("id").get<std::uint64_t>());
     }
 
-    std::string worker() { return SOAK_WORKERS[below(SOAK_WORKERS.size())]; }
+    std::string chip() { return workers_.chips[below(workers_.chips.size())]; }
+    std::string sub() { return workers_.subs[below(workers_.subs.size())]; }
+    std::string worker() {
+        return below(workers_.chips.size() + workers_.subs.size()) < workers_.chips.size() ? chip() : sub();
+    }
 
     // A worker that reaches the buffers: any sim chip when one is a sim_vmm buffer (a chip reaches the device
     // memory of every chip of its kind), else any worker.
     std::string worker_for(const std::vector<std::string>& ids) {
         for (const auto& id : ids) {
             if (live_.at(id).device) {
-                return SOAK_WORKERS[below(2)];
+                return chip();
             }
         }
         return worker();
@@ -337,8 +346,8 @@ private:
         }
         if (live_.at(id).device && below(6) == 0) {
             // A sub reaches no device memory.
-            const json r = submit(task(name, "fill", SOAK_WORKERS[2 + below(2)],
-                                       {tensor_arg(id, "output", {1}, {}, 0, "uint8"), int64_arg(1)}));
+            const json r =
+                submit(task(name, "fill", sub(), {tensor_arg(id, "output", {1}, {}, 0, "uint8"), int64_arg(1)}));
             return expect_refused(r, {"UNREACHABLE_BUFFER"});
         }
         // Every other element of a strided view, or a contiguous range.
@@ -395,10 +404,11 @@ private:
 
     void cancel() {
         if (sleeps_.empty()) {
-            return expect_refused(ask({{"op", "cancel"}, {"task_ids", {std::uint64_t{1} << 40}}}), {"BAD_REQUEST"});
+            return expect_refused(ask({{"op", "cancel"}, {"task_ids", json::array({std::uint64_t{1} << 40})}}),
+                                  {"BAD_REQUEST"});
         }
         const std::uint64_t id = sleeps_[below(sleeps_.size())];
-        const json r = ask({{"op", "cancel"}, {"task_ids", {id}}});
+        const json r = ask({{"op", "cancel"}, {"task_ids", json::array({id})}});
         expect_ok(r);
         const std::string what = r.at("tasks").at(0).at("cancel");
         ensure(what == "cancelled" || what == "running" || what == "finished", "cancel answered " + what);
@@ -459,6 +469,7 @@ private:
     }
 
     RawClient c_;
+    Workers workers_;
     std::mt19937_64 rng_;
     std::uint64_t seed_;
     std::map<std::string, Buffer> live_;
@@ -469,19 +480,16 @@ private:
     std::size_t requests_ = 0;
 };
 
-} // namespace
-
-TEST_CASE("soak: clients' random requests at once keep every buffer equal to its model and every task done",
-          "[service][soak]") {
-    Daemon d(e2e_config(2, 2, {{"log", {{"level", "info"}}}}));
+// Runs CLIENTS soak clients on `d` at once for `steps` steps each, then checks each one's tasks and buffers and that
+// no worker of the tree died.
+void soak(const Daemon& d, const Workers& workers, std::size_t steps) {
     constexpr std::size_t CLIENTS = 4;
-    const std::size_t steps = canopy::testing::property_cases(1500);
-    std::vector<std::unique_ptr<SoakClient>> clients;
     // CANOPY_SOAK_SEED sets the first client's seed (the others follow it) for runs beyond the fixed one.
     const char* given = std::getenv("CANOPY_SOAK_SEED");
     const std::uint64_t seed = given != nullptr ? std::stoull(given) : 1000;
+    std::vector<std::unique_ptr<SoakClient>> clients;
     for (std::size_t i = 0; i < CLIENTS; ++i) {
-        clients.push_back(std::make_unique<SoakClient>(d, seed + i));
+        clients.push_back(std::make_unique<SoakClient>(d, workers, seed + i));
     }
     // Each client thread records its first failure; the main thread reports them.
     std::vector<std::string> failures(CLIENTS);
@@ -519,4 +527,22 @@ TEST_CASE("soak: clients' random requests at once keep every buffer equal to its
     }
     // Refusals are logged at debug at most: the soak leaves no warning or error in the log.
     CHECK_THAT(d.log(), !Catch::Contains(" warning ") && !Catch::Contains(" error "));
+}
+
+} // namespace
+
+TEST_CASE("soak: clients' random requests at once keep every buffer equal to its model and every task done",
+          "[service][soak]") {
+    Daemon d(e2e_config(2, 2, {{"log", {{"level", "info"}}}}));
+    soak(d, {{"chip0", "chip1"}, {"sub0", "sub1"}}, canopy::testing::property_cases(1500));
+}
+
+TEST_CASE("soak: the same on a level-4 daemon whose tasks run on its own sub and a nested node's workers",
+          "[service][soak]") {
+    const json node = {
+        {"name", "n0"}, {"level", 3}, {"chips", json::array({{{"device", 0}, {"backend", "sim"}}})}, {"subs", 1}};
+    const json config = {{"node", {{"name", "soak"}, {"level", 4}, {"subs", 1}, {"nodes", json::array({node})}}},
+                         {"log", {{"level", "info"}}}};
+    Daemon d(config);
+    soak(d, {{"n0/chip0"}, {"sub0", "n0/sub0"}}, canopy::testing::property_cases(1000));
 }
