@@ -283,6 +283,8 @@ private:
     // copy of the buffer (false only for a symmetric buffer whose world lacks it); without one, true.
     bool check_own_live(const BufferDescriptor& d, std::size_t i, bool accepted, const Route* route = nullptr) const;
     void check_remote_buffer(const Route& route, const BufferDescriptor& d, std::size_t i) const;
+    // UNREACHABLE_BUFFER unless route's worker reaches `d` (device memory: a chip of its backend's kind).
+    void check_device_reach(const Route& route, const BufferDescriptor& d, std::size_t i) const;
     void enqueue(ChildSlot& slot, PendingTask task);
     // The task as its slot queues it; null (and `done` called) when it is refused at once.
     ChildSlot* prepare(TaskRequest& request, TaskCallback& done, PendingTask& task);

@@ -197,6 +197,7 @@ void Supervisor::check_remote_buffer(const Route& route, const BufferDescriptor&
             throw RequestError(ErrorCode::INVALID_DESCRIPTOR,
                                arg_field(i) + ": descriptor does not match buffer " + to_string(d.identity));
         }
+        check_device_reach(route, d, i);
         return;
     }
     if (buffers_.lookup(d.identity) == BufferLookup::STALE) {
@@ -261,15 +262,21 @@ void Supervisor::check_buffer(const Route& route, const BufferDescriptor& d, std
     } else if (options_.path == "/") {
         throw RequestError(ErrorCode::UNKNOWN_BUFFER, arg_field(i) + ": no buffer " + to_string(d.identity));
     }
-    if (AddressSpace{d.address_space} == AddressSpace::DEVICE) {
-        // The worker that runs the task (a chip of a nested node too) must be a chip of the backend's kind.
-        const bool matching = (Backend{d.backend} == Backend::SIM_VMM && route.worker_kind == ChildKind::SIM_CHIP) ||
-                              (Backend{d.backend} == Backend::CUDA_VMM && route.worker_kind == ChildKind::CUDA_CHIP);
-        if (!route.slot || !matching) {
-            throw RequestError(ErrorCode::UNREACHABLE_BUFFER, arg_field(i) + ": " + to_string(Backend{d.backend}) +
-                                                                  " buffer cannot be reached from " +
-                                                                  (route.slot ? route.path() : std::string("?")));
-        }
+    check_device_reach(route, d, i);
+}
+
+// The worker that runs a task over device memory (a chip of a nested node or of a remote node's host too) must be
+// a chip of the backend's kind.
+void Supervisor::check_device_reach(const Route& route, const BufferDescriptor& d, std::size_t i) const {
+    if (AddressSpace{d.address_space} != AddressSpace::DEVICE) {
+        return;
+    }
+    const bool matching = (Backend{d.backend} == Backend::SIM_VMM && route.worker_kind == ChildKind::SIM_CHIP) ||
+                          (Backend{d.backend} == Backend::CUDA_VMM && route.worker_kind == ChildKind::CUDA_CHIP);
+    if (!route.slot || !matching) {
+        throw RequestError(ErrorCode::UNREACHABLE_BUFFER, arg_field(i) + ": " + to_string(Backend{d.backend}) +
+                                                              " buffer cannot be reached from " +
+                                                              (route.slot ? route.path() : std::string("?")));
     }
 }
 

@@ -1,0 +1,22 @@
+// The model-based soak (tests/service/soak.h) through an L4 whose buffers and tasks are on its own host and on a
+// remote node's: tasks routed over the link, transfers of a remote host's bytes through the L4, copies across
+// hosts both ways (staged where a side is device memory), and releases of remote buffers with tasks still queued.
+
+#include "remote_fixture.h"
+#include "tests/sanitizers.h"
+#include "tests/service/soak.h"
+
+#include <catch2/catch.hpp>
+
+using namespace canopy::e2e;
+
+TEST_CASE("soak: clients' random requests through an L4 over its own host and a remote host keep every model",
+          "[remote][soak]") {
+    const std::uint16_t port = free_tcp_port();
+    Daemon hb(l3_config("hb", loopback(port), "insecure", {{"log", {{"level", "info"}}}}));
+    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure")}, {{"log", {{"level", "info"}}}}));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    REQUIRE(eventually_running(rack, "/hb/chip0"));
+    soak(rack, {{{"sub0", false, ""}, {"hb/chip0", true, "hb"}, {"hb/sub0", false, "hb"}}, {"", "hb"}},
+         canopy::testing::property_cases(600));
+}
