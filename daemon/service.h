@@ -80,8 +80,9 @@ private:
                          const Reply& reply);
     void send_staged(const BufferInfo& info, std::uint64_t offset, std::uint64_t length, nlohmann::json answer,
                      std::uint64_t id, std::uint64_t start, const Reply& reply);
-    // A step of the daemon's own (a transfer, an fd hand-over) scheduled as a task over `footprint`: `step` runs
-    // once the tasks it must follow finished, with the step's id and a reply that answers at most once, and
+    // A step of the daemon's own (a transfer, an fd hand-over, a release) scheduled as a task over `footprint`:
+    // `step` runs once the tasks it must follow finished, however they ended (a tolerant task of the scheduler: a
+    // failed one fails no step), with the step's id and a reply that answers at most once, and
     // reports its result with on_result(id, ...); a step the daemon stops before running is answered WORKER_DIED
     // with `stopped`. Throws RequestError(WORKER_DIED) while the daemon stops.
     void schedule_step(const std::string& name, std::vector<TensorArg> footprint, const Reply& reply,

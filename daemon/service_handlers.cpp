@@ -259,7 +259,8 @@ void Service::schedule_step(const std::string& name, std::vector<TensorArg> foot
         record.on_finish.push_back(
             [once, stopped = std::move(stopped)](const std::string&) { once(error_reply("WORKER_DIED", stopped)); });
         TaskRecord& stored = book_.add(std::move(record));
-        scheduler_.add(id, stored.name, std::move(footprint));
+        // Tolerant: a step runs once the tasks before it over its bytes have finished, however they ended.
+        scheduler_.add(id, stored.name, footprint, scheduler::NO_LANE, true);
         dispatch_ready_locked(to_dispatch);
     }
     dispatch(std::move(to_dispatch));

@@ -28,6 +28,9 @@ void copy_through(Supervisor& supervisor, const std::string& worker, const Buffe
         copy.args.tensors.push_back({to_buffer ? staged : far, TensorTag::INPUT});
         copy.args.tensors.push_back({to_buffer ? far : staged, TensorTag::OUTPUT});
         copy.timeout = timeout;
+        // Made here for a transfer step, which a release of the buffer waits for: accepted like a client's task
+        // before the release began, and of copy's signature by construction.
+        copy.signature_checked = true;
         supervisor.submit(std::move(copy), [copies](TaskResult result) {
             std::unique_lock lock(copies->mu);
             if (!result.ok() && copies->first_failure.ok()) {

@@ -53,7 +53,7 @@ const char* to_string(TaskState state) noexcept {
     return "unknown";
 }
 
-bool Scheduler::add(TaskId id, std::string_view name, std::span<const TensorArg> args, Lane lane) {
+bool Scheduler::add(TaskId id, std::string_view name, std::span<const TensorArg> args, Lane lane, bool tolerant) {
     for (std::size_t i = 0; i < args.size(); ++i) {
         if (!is_valid(args[i].tag)) {
             throw std::logic_error("add: " + task_label(id) + " args[" + std::to_string(i) + "] has tag " +
@@ -65,6 +65,7 @@ bool Scheduler::add(TaskId id, std::string_view name, std::span<const TensorArg>
         Node& node = tasks_.node(slot);
         node.name.assign(name);
         node.lane = lane;
+        node.tolerant = tolerant;
         footprints_.clear();
         buffers_.clear();
         for (const TensorArg& arg : args) {
@@ -234,6 +235,7 @@ void Scheduler::fail(TaskId id, ErrorCode code, std::vector<FailedTask>& failed_
         for (std::size_t k = 1; k < cascade.size(); ++k) {
             out.emplace_back(tasks_.node(cascade[k]).id, message);
         }
+        ready_.reserve_woken(tolerant_edges(cascade));
         reserve_more(failed_dependents, out.size());
         std::move(out.begin(), out.end(), std::back_inserter(failed_dependents));
     } catch (...) {
@@ -242,6 +244,9 @@ void Scheduler::fail(TaskId id, ErrorCode code, std::vector<FailedTask>& failed_
     }
     // Nothing below allocates or throws. Every task of the cascade is FAILED before any of them puts accesses
     // back, so an access of a failing task is never put back.
+    for (const std::uint32_t slot : cascade) {
+        release_tolerant(tasks_.node(slot));
+    }
     for (const std::uint32_t slot : cascade) {
         unindex(tasks_.node(slot));
         reinstate_pruned(tasks_.node(slot));
@@ -267,7 +272,7 @@ std::vector<std::uint32_t> Scheduler::collect_dependents(std::uint32_t root, std
         for (std::size_t k = 0; k < cascade.size(); ++k) {
             tasks_.links.for_each(tasks_.node(cascade[k]).dependents, [&](const Link& link) {
                 Node* dependent = tasks_.live(link);
-                if (dependent != nullptr &&
+                if (dependent != nullptr && !dependent->tolerant &&
                     (dependent->state == TaskState::WAITING || dependent->state == TaskState::READY)) {
                     before.push_back(dependent->state);
                     cascade.push_back(link.slot);
@@ -294,6 +299,31 @@ std::vector<std::uint32_t> Scheduler::collect_dependents(std::uint32_t root, std
 }
 
 // Undoes the marks of collect_dependents: every task back to the state it had.
+std::size_t Scheduler::tolerant_edges(const std::vector<std::uint32_t>& cascade) noexcept {
+    std::size_t edges = 0;
+    for (const std::uint32_t slot : cascade) {
+        tasks_.links.for_each(tasks_.node(slot).dependents, [&](const Link& link) {
+            const Node* dependent = tasks_.live(link);
+            edges += dependent != nullptr && dependent->tolerant && dependent->state != TaskState::FAILED ? 1 : 0;
+        });
+    }
+    return edges;
+}
+
+void Scheduler::release_tolerant(Node& node) noexcept {
+    tasks_.links.for_each(node.dependents, [&](const Link& link) {
+        Node* dependent = tasks_.live(link);
+        if (dependent == nullptr || !dependent->tolerant || dependent->state == TaskState::FAILED) {
+            return;
+        }
+        --dependent->pending;
+        if (!link.ordered && --dependent->blocking == 0 && dependent->state == TaskState::WAITING) {
+            dependent->state = TaskState::READY;
+            ready_.push_woken({link.seq, link.slot});
+        }
+    });
+}
+
 void Scheduler::unmark(const std::vector<std::uint32_t>& cascade, const std::vector<TaskState>& before) noexcept {
     for (std::size_t k = 0; k < cascade.size() && k < before.size(); ++k) {
         tasks_.node(cascade[k]).state = before[k];

@@ -10,7 +10,10 @@
 // and a row segment beside it); it holds for every pair that does share a byte, and depends on the two
 // views alone. Reads never order against reads. A completed task makes ready every task left with no
 // unfinished dependency. A failed task (failing a task is also how one is cancelled) fails every task that
-// depends on it, transitively, with DEPENDENCY_FAILED; a task failed so is finished for every other task.
+// depends on it, transitively, with DEPENDENCY_FAILED; a task failed so is finished for every other task. A
+// tolerant task is the exception: for it a failed dependency is one that has finished, as a completed one is, and
+// the failure goes no further through it (the daemon's own steps over a buffer's bytes, such as a client's write,
+// read or release, which must run whatever the tasks before them did).
 //
 // Lanes. A task may name the lane of the worker that runs it (a worker that runs what it is handed one task
 // after another, in the order handed out). An edge from U to a later task T is ordered by the lane when both
@@ -67,8 +70,10 @@ public:
     // Adds a task after every earlier one. `name` is used in the messages of its failed dependents.
     // Returns true when the task is READY at once (no dependency its lane does not order); either way
     // pop_ready hands it out once it is READY. `lane`: the lane of the worker that runs it, or NO_LANE.
+    // `tolerant`: the task waits for its dependencies to finish, however they end (see Rules).
     // REQUIRES every view passed validate_tensor (the submit checks run before).
-    bool add(TaskId id, std::string_view name, std::span<const TensorArg> args, Lane lane = NO_LANE);
+    bool add(TaskId id, std::string_view name, std::span<const TensorArg> args, Lane lane = NO_LANE,
+             bool tolerant = false);
 
     // The oldest READY task by submission order, now RUNNING; nullopt when none is READY. Tasks of its lane
     // that waited only for it and for other RUNNING tasks of that lane become READY.
@@ -83,7 +88,8 @@ public:
     void complete(TaskId id, std::vector<TaskId>& now_ready);
 
     // Finishes a WAITING, READY or RUNNING task as failed with `code`, and with it every WAITING or READY task
-    // that depends on it, transitively (a RUNNING dependent is left to its worker). Appends those dependents to
+    // that depends on it, transitively (a RUNNING dependent is left to its worker), but for tolerant ones, which
+    // it leaves waiting for their other dependencies (READY when none is left). Appends the failed dependents to
     // `failed_dependents` in submission order, each with the message "dependency 'NAME' (task ID) failed: CODE"
     // naming this task.
     void fail(TaskId id, ErrorCode code, std::vector<FailedTask>& failed_dependents);
@@ -104,6 +110,10 @@ private:
     void order_dependents(detail::Node& node) noexcept;
     std::vector<std::uint32_t> collect_dependents(std::uint32_t root, std::vector<TaskState>& before);
     void unmark(const std::vector<std::uint32_t>& cascade, const std::vector<TaskState>& before) noexcept;
+    // The edges from the tasks of `cascade` to tolerant tasks that the failure leaves unfinished.
+    std::size_t tolerant_edges(const std::vector<std::uint32_t>& cascade) noexcept;
+    // Counts the failed `node` as finished for its tolerant dependents, as complete() does for every dependent.
+    void release_tolerant(detail::Node& node) noexcept;
     void unindex(detail::Node& node) noexcept;
     void reinstate_pruned(detail::Node& node) noexcept;
     void finish(std::uint32_t slot) noexcept;

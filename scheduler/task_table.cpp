@@ -34,6 +34,7 @@ void TaskTable::release(std::uint32_t slot) noexcept {
     n.pending = 0;
     n.blocking = 0;
     n.lane = NO_LANE;
+    n.tolerant = false;
     n.state = TaskState::COMPLETED;
     n.name.clear();
     handles.release(n.accesses);

@@ -47,6 +47,7 @@ struct Node {
     std::uint32_t pending = 0;  // unfinished tasks this one depends on
     std::uint32_t blocking = 0; // of those, the ones its lane does not order: it is READY when this is 0
     Lane lane = NO_LANE;
+    bool tolerant = false; // a failed dependency is finished for it, not a failure (Scheduler::add)
     TaskState state = TaskState::COMPLETED;
     List accesses;   // cells of TaskTable::handles, one per tensor argument in order; null once erased
     List dependents; // cells of TaskTable::links: tasks waiting for this one, in submission order

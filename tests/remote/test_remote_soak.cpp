@@ -17,6 +17,6 @@ TEST_CASE("soak: clients' random requests through an L4 over its own host and a 
     Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure")}, {{"log", {{"level", "info"}}}}));
     REQUIRE(eventually_running(rack, "/hb/sub0"));
     REQUIRE(eventually_running(rack, "/hb/chip0"));
-    soak(rack, {{{"sub0", false, ""}, {"hb/chip0", true, "hb"}, {"hb/sub0", false, "hb"}}, {"", "hb"}},
+    soak(rack, {{{"sub0", "", ""}, {"hb/chip0", "sim", "hb"}, {"hb/sub0", "", "hb"}}, {"", "hb"}},
          canopy::testing::property_cases(600));
 }

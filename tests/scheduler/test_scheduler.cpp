@@ -203,6 +203,43 @@ TEST_CASE("failing a waiting task cancels it and its dependents but not its depe
     CHECK(s.unfinished() == 0);
 }
 
+TEST_CASE("a tolerant task waits for a failed dependency to finish and stops the failure", "[scheduler]") {
+    Scheduler s;
+    CHECK(add(s, 1, {out(whole(VEC))}, "init"));
+    CHECK(add(s, 2, {out(whole(OTHER))}, "other"));
+    CHECK(pop_all(s) == Ids{1, 2});
+    // A tolerant write over both buffers (a client's write), then a reader of VEC behind it.
+    const std::vector<TensorArg> both = {out(whole(VEC)), out(whole(OTHER))};
+    CHECK_FALSE(s.add(3, "write", both, NO_LANE, true));
+    CHECK_FALSE(add(s, 4, {in(whole(VEC))}, "reader"));
+    CHECK(s.waiting_for(3) == 2U);
+    // init fails: the tolerant write is not failed and waits for `other` alone; the reader waits for it.
+    CHECK(fail(s, 1).empty());
+    CHECK(s.state(3) == TaskState::WAITING);
+    CHECK(s.waiting_for(3) == 1U);
+    CHECK(s.state(4) == TaskState::WAITING);
+    // `other` fails too: the write is READY, handed out and completed, and the reader runs after it.
+    CHECK(fail(s, 2).empty());
+    CHECK(s.state(3) == TaskState::READY);
+    CHECK(pop_all(s) == Ids{3});
+    CHECK(complete(s, 3) == Ids{4});
+    CHECK(pop_all(s) == Ids{4});
+    CHECK(complete(s, 4).empty());
+    CHECK(s.unfinished() == 0);
+}
+
+TEST_CASE("a failed tolerant task fails its dependents like any task", "[scheduler]") {
+    Scheduler s;
+    const std::vector<TensorArg> w = {out(whole(VEC))};
+    CHECK(s.add(1, "write", w, NO_LANE, true));
+    CHECK_FALSE(add(s, 2, {in(whole(VEC))}, "reader"));
+    CHECK(pop_all(s) == Ids{1});
+    const std::vector<FailedTask> failed = fail(s, 1);
+    REQUIRE(failed.size() == 1);
+    CHECK(failed[0] == FailedTask{2, "dependency 'write' (task 1) failed: KERNEL_FAILED"});
+    CHECK(s.unfinished() == 0);
+}
+
 TEST_CASE("a failed covering writer puts back the access it covered", "[scheduler]") {
     Scheduler s;
     const Tensor part = make_tensor(VEC, DataType::FLOAT32, {8}, {}, 64);

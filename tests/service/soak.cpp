@@ -105,7 +105,12 @@ private:
             history_.erase(history_.begin());
         }
         ++requests_;
-        json reply = c_.request(request);
+        json reply;
+        try {
+            reply = c_.request(request);
+        } catch (const std::exception& e) {
+            ensure(false, e.what());
+        }
         history_.back() += " -> " + reply.dump().substr(0, 200);
         return reply;
     }
@@ -130,8 +135,8 @@ private:
 
     struct Buffer {
         std::vector<std::uint8_t> bytes;
-        bool device = false; // sim_vmm, made by a sim chip: the sim chips of its host reach it, the subs do not
-        std::string host;    // "" for the daemon's own host, else the remote node whose host holds it
+        std::string device; // "" for posix_shm, else the backend of the chip whose device memory holds it
+        std::string host;   // "" for the daemon's own host, else the remote node whose host holds it
     };
 
     std::vector<std::uint8_t>& bytes_of(const std::string& id) { return live_.at(id).bytes; }
@@ -169,10 +174,12 @@ private:
         const std::uint64_t bytes = 1 + below(MAX_BYTES);
         json request = {{"op", "buffer.create"}, {"bytes", bytes}};
         const std::string host = topology_.hosts[below(topology_.hosts.size())];
-        const bool device = below(4) == 0 && has_chip(host);
-        if (device) {
+        std::string device;
+        if (below(4) == 0 && has_chip(host)) {
+            const SoakWorker& chip = *chips_of(host)[below(chips_of(host).size())];
+            device = chip.chip;
             request["backend"] = "vmm";
-            request["on"] = worker_on(host, true);
+            request["on"] = chip.path;
         } else if (!host.empty()) {
             request["on"] = host;
         }
@@ -281,6 +288,11 @@ private:
         if (!live_.at(id).host.empty()) {
             return expect_refused(r, {"BAD_REQUEST"}); // this host has no fd of another host's buffer
         }
+        if (live_.at(id).device == "cuda") {
+            expect_ok(r);
+            c_.take_fds(); // a cuda_vmm handle is imported on a GPU, not mapped: tests/cuda covers that
+            return;
+        }
         expect_ok(r);
         auto fds = c_.take_fds();
         ensure(fds.size() == 1, "buffer.fd handed over " + std::to_string(fds.size()) + " fds");
@@ -310,22 +322,29 @@ private:
         tasks_.push_back(r.at("task").at("id").get<std::uint64_t>());
     }
 
-    // A worker of `host` ("" for the daemon's own), a sim chip when `chip`.
-    std::string worker_on(const std::string& host, bool chip) {
+    // A worker of `host` ("" for the daemon's own): a chip of backend `device` when that is not empty.
+    std::string worker_on(const std::string& host, const std::string& device) {
         std::vector<const SoakWorker*> fit;
         for (const auto& w : topology_.workers) {
-            if (w.host == host && (w.chip || !chip)) {
+            if (w.host == host && (device.empty() || w.chip == device)) {
                 fit.push_back(&w);
             }
         }
-        ensure(!fit.empty(), "the topology has no worker for host '" + host + "'");
+        ensure(!fit.empty(), "the topology has no worker for host '" + host + "' and device '" + device + "'");
         return fit[below(fit.size())]->path;
     }
 
-    bool has_chip(const std::string& host) const {
-        return std::any_of(topology_.workers.begin(), topology_.workers.end(),
-                           [&](const SoakWorker& w) { return w.host == host && w.chip; });
+    std::vector<const SoakWorker*> chips_of(const std::string& host) const {
+        std::vector<const SoakWorker*> chips;
+        for (const auto& w : topology_.workers) {
+            if (w.host == host && !w.chip.empty()) {
+                chips.push_back(&w);
+            }
+        }
+        return chips;
     }
+
+    bool has_chip(const std::string& host) const { return !chips_of(host).empty(); }
 
     std::string worker() { return topology_.workers[below(topology_.workers.size())].path; }
 
@@ -333,7 +352,7 @@ private:
     std::string unreachable_worker(const Buffer& b) {
         std::vector<const SoakWorker*> fit;
         for (const auto& w : topology_.workers) {
-            if (w.host != b.host || (b.device && !w.chip)) {
+            if (w.host != b.host || (!b.device.empty() && w.chip != b.device)) {
                 fit.push_back(&w);
             }
         }
@@ -382,7 +401,14 @@ private:
         // on any worker of the output's host (the bytes move over the link, staged where they are device memory).
         const Buffer& a = live_.at(from);
         const Buffer& b = live_.at(to);
-        const std::string on = worker_on(b.host, a.host == b.host && (a.device || b.device));
+        if (a.host == b.host && !a.device.empty() && !b.device.empty() && a.device != b.device) {
+            // No chip reaches the device memory of both backends.
+            const json r = submit(
+                task("copy" + std::to_string(requests_), "copy", worker_on(a.host, a.device),
+                     {tensor_arg(from, "input", {1}, {}, 0, "uint8"), tensor_arg(to, "output", {1}, {}, 0, "uint8")}));
+            return expect_refused(r, {"UNREACHABLE_BUFFER"});
+        }
+        const std::string on = worker_on(b.host, a.host != b.host ? "" : a.device.empty() ? b.device : a.device);
         const json r = submit(task("copy" + std::to_string(requests_), "copy", on,
                                    {tensor_arg(from, "input", {length}, {}, src, "uint8"),
                                     tensor_arg(to, "output", {length}, {}, dst, "uint8")}));
@@ -519,6 +545,12 @@ void soak(const Daemon& d, const SoakTopology& topology, std::size_t steps) {
     }
     for (auto& t : threads) {
         t.join();
+    }
+    const bool any_failed =
+        std::any_of(failures.begin(), failures.end(), [](const std::string& f) { return !f.empty(); });
+    if (any_failed) {
+        const std::string log = d.log();
+        UNSCOPED_INFO("the daemon's log ends: " << log.substr(log.size() > 6000 ? log.size() - 6000 : 0));
     }
     for (std::size_t i = 0; i < CLIENTS; ++i) {
         INFO("client " << i);

@@ -17,12 +17,12 @@
 
 namespace canopy::e2e {
 
-// A worker a soak's tasks run on: its path as tasks name it, whether it is a sim chip (which reaches the device
-// memory of every sim chip of its host) or a sub (which reaches none), and its host ("" for the daemon's own,
-// else the remote node whose host it is on).
+// A worker a soak's tasks run on: its path as tasks name it, its chip backend ("sim" or "cuda"; "" for a sub) and
+// its host ("" for the daemon's own, else the remote node whose host it is on). A chip reaches the device memory
+// of every chip of its backend on its host; a sub reaches none.
 struct SoakWorker {
     std::string path;
-    bool chip = false;
+    std::string chip;
     std::string host;
 };
 

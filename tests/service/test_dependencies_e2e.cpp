@@ -238,3 +238,44 @@ TEST_CASE("a buffer's release waits for the tasks queued over it, which complete
     }
     CHECK(tasks_done_sum(d.cli_json({"status"})) >= 4);
 }
+
+TEST_CASE("a client's write, read and release behind a failed task still run, in order", "[service]") {
+    Daemon d(e2e_config(0, 1));
+    const std::string buffer = d.create_buffer(4096);
+    const json head = tensor_arg(buffer, "inout", {64}, {}, 0, "uint8");
+    RawClient c(d.socket());
+    const json tasks = json::array({sleep_task("hold", "sub0", 1500, {head}), sleep_task("doomed", "sub0", 0, {head})});
+    const json run = c.request({{"op", "run"}, {"graph", {{"tasks", tasks}}}});
+    REQUIRE(run.at("ok") == true);
+    const json doomed = task_named(run, "doomed").at("id");
+    // Behind "doomed": a write, a read of what it writes, and the buffer's release, each on a connection of its own.
+    RawClient writer(d.socket());
+    writer.send_frame(json{{"op", "buffer.write"}, {"buffer", buffer}, {"data", "eHh4eHh4eHh4eHh4eHh4eA=="}}.dump());
+    RawClient reader(d.socket());
+    reader.send_frame(json{{"op", "buffer.read"}, {"buffer", buffer}, {"bytes", 16}}.dump());
+    RawClient releaser(d.socket());
+    releaser.send_frame(json{{"op", "buffer.release"}, {"buffer", buffer}}.dump());
+    // Set-up: all three are in once the release has begun (the buffer is refused to a new use).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (c.request({{"op", "buffer.show"}, {"buffer", buffer}}).at("ok") == true &&
+           std::chrono::steady_clock::now() < deadline) {
+    }
+    // Cancelling "doomed" fails it; the steps behind it run once "hold" has finished, and are not failed with it.
+    const json cancel = c.request({{"op", "cancel"}, {"task_ids", json::array({doomed})}});
+    REQUIRE(cancel.at("ok") == true);
+    CHECK(cancel.at("tasks").at(0).at("cancel") == "cancelled");
+    const auto written = writer.read_reply(std::chrono::seconds(30));
+    REQUIRE(written.has_value());
+    CHECK(*written == json{{"ok", true}, {"written", 16}});
+    const auto read = reader.read_reply(std::chrono::seconds(30));
+    REQUIRE(read.has_value());
+    CHECK(read->at("data") == "eHh4eHh4eHh4eHh4eHh4eA=="); // sixteen 'x', the write's
+    const auto released = releaser.read_reply(std::chrono::seconds(30));
+    REQUIRE(released.has_value());
+    CHECK(released->at("ok") == true);
+    const json waited =
+        c.request({{"op", "wait"}, {"task_ids", json::array({task_named(run, "hold").at("id"), doomed})}});
+    CHECK(waited.at("tasks").at(0).at("state") == "completed");
+    CHECK(waited.at("tasks").at(1).at("error").at("code") == "CANCELLED");
+    CHECK(error_code_of(c.request({{"op", "buffer.show"}, {"buffer", buffer}})) == "STALE_BUFFER");
+}

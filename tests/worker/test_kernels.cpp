@@ -88,6 +88,10 @@ TEST_CASE("sleep_ms holds any tensor arguments and touches none of them", "[kern
     no_ms.out(v, buf);
     require_check_error(WorkerKind::SUB, no_ms, ErrorCode::BAD_REQUEST,
                         "sleep_ms: takes 1 scalar argument (ms), got 0");
+    // A held view needs no host mapping: a cuda chip holds device memory this way.
+    CallBuilder unmapped("sleep_ms");
+    unmapped.tensor(v, TensorTag::INPUT, nullptr).tensor(v, TensorTag::OUTPUT, nullptr).scalar(ScalarArg::i64(0));
+    run(WorkerKind::CHIP, unmapped);
 }
 
 TEST_CASE("a tensor argument with the wrong tag is refused", "[kernels]") {
