@@ -282,7 +282,11 @@ private:
     // STALE_BUFFER or INVALID_DESCRIPTOR naming argument `i`. With a route, returns whether its worker holds a
     // copy of the buffer (false only for a symmetric buffer whose world lacks it); without one, true.
     bool check_own_live(const BufferDescriptor& d, std::size_t i, bool accepted, const Route* route = nullptr) const;
-    void check_remote_buffer(const Route& route, const BufferDescriptor& d, std::size_t i) const;
+    void check_remote_buffer(const Route& route, const BufferDescriptor& d, std::size_t i, bool accepted) const;
+    // A remote host's buffer as a task sees it: its host (the remote node's path) when `d` names a live one and is
+    // its registered descriptor; nullopt for an identity no remote host made. Throws STALE_BUFFER for one that is
+    // lost, released, or (unless `accepted`) whose release has begun, and INVALID_DESCRIPTOR for a mismatch.
+    std::optional<std::string> live_remote(const BufferDescriptor& d, std::size_t i, bool accepted) const;
     // UNREACHABLE_BUFFER unless route's worker reaches `d` (device memory: a chip of its backend's kind).
     void check_device_reach(const Route& route, const BufferDescriptor& d, std::size_t i) const;
     void enqueue(ChildSlot& slot, PendingTask task);

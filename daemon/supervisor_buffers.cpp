@@ -284,14 +284,14 @@ void require_live(const BufferRegistry& buffers, const CanonicalIdentity& id) {
 } // namespace
 
 void Supervisor::begin_release(const CanonicalIdentity& id) {
-    require_live(buffers_, id);
     try {
-        if (!buffers_.begin_release(id)) {
-            require_live(buffers_, id); // released, or its release begun, meanwhile: says which
+        if (buffers_.begin_release(id)) {
+            return;
         }
     } catch (const std::invalid_argument& e) {
         throw RequestError(ErrorCode::BAD_REQUEST, e.what());
     }
+    require_live(buffers_, id); // not live, or its release begun already: says which
 }
 
 std::optional<std::string> Supervisor::release_buffer(const CanonicalIdentity& id) {

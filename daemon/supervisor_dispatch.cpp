@@ -149,16 +149,10 @@ void Supervisor::check_request(const Route& route, const TaskRequest& request) c
         if (!is_valid(arg.tag)) {
             throw RequestError(ErrorCode::INVALID_TENSOR, arg_field(i) + ".tag: unknown tag");
         }
-        // A remote host's buffer whose release has begun is refused here; this supervisor's own by check_own_live.
-        if (!accepted && arg.tensor.buffer.identity.owner_instance != buffers_.owner_instance() &&
-            buffers_.releasing(arg.tensor.buffer.identity)) {
-            throw RequestError(ErrorCode::STALE_BUFFER,
-                               arg_field(i) + ": buffer " + to_string(arg.tensor.buffer.identity) + " was released");
-        }
         if (across) {
             check_copy_side(arg.tensor.buffer, i, accepted);
         } else if (route.slot->spec.kind == ChildKind::REMOTE) {
-            check_remote_buffer(route, arg.tensor.buffer, i);
+            check_remote_buffer(route, arg.tensor.buffer, i, accepted);
         } else {
             check_buffer(route, arg.tensor.buffer, i, accepted);
         }
@@ -189,14 +183,41 @@ void Supervisor::check_request(const Route& route, const TaskRequest& request) c
     }
 }
 
+std::optional<std::string> Supervisor::live_remote(const BufferDescriptor& d, std::size_t i, bool accepted) const {
+    if (d.identity.owner_instance == buffers_.owner_instance()) {
+        return std::nullopt;
+    }
+    std::string host;
+    bool matches = false;
+    const BufferLookup state = buffers_.inspect(
+        d.identity,
+        [&](const BufferInfo& info) {
+            host = info.creator;
+            matches = info.descriptor == d;
+        },
+        accepted);
+    switch (state) {
+    case BufferLookup::UNKNOWN:
+        return std::nullopt;
+    case BufferLookup::STALE:
+        throw RequestError(
+            ErrorCode::STALE_BUFFER,
+            arg_field(i) + ": " +
+                buffers_.stale_reason(d.identity).value_or("buffer " + to_string(d.identity) + " was released"));
+    case BufferLookup::LIVE:
+        break;
+    }
+    if (!matches) {
+        throw RequestError(ErrorCode::INVALID_DESCRIPTOR,
+                           arg_field(i) + ": descriptor does not match buffer " + to_string(d.identity));
+    }
+    return host;
+}
+
 // A task for remote node route.slot reaches the buffers its host made for this L4, and no other.
-void Supervisor::check_remote_buffer(const Route& route, const BufferDescriptor& d, std::size_t i) const {
-    const auto host = buffers_.remote_host(d.identity);
-    if (host && *host == route.slot->path) {
-        if (!(buffers_.find(d.identity)->descriptor == d)) {
-            throw RequestError(ErrorCode::INVALID_DESCRIPTOR,
-                               arg_field(i) + ": descriptor does not match buffer " + to_string(d.identity));
-        }
+void Supervisor::check_remote_buffer(const Route& route, const BufferDescriptor& d, std::size_t i,
+                                     bool accepted) const {
+    if (const auto host = live_remote(d, i, accepted); host && *host == route.slot->path) {
         check_device_reach(route, d, i);
         return;
     }

@@ -64,12 +64,7 @@ Supervisor::Route Supervisor::route_of(const TaskRequest& request) const {
 // Either side of a copy across hosts: a live buffer of some host, as its registration says. On this host, a
 // POSIX_SHM buffer (the link maps it by name) or a device buffer of one chip (staged through a POSIX_SHM one).
 void Supervisor::check_copy_side(const BufferDescriptor& d, std::size_t i, bool accepted) const {
-    const std::string host = host_of(d);
-    if (!host.empty()) {
-        if (!(buffers_.find(d.identity)->descriptor == d)) {
-            throw RequestError(ErrorCode::INVALID_DESCRIPTOR,
-                               arg_field(i) + ": descriptor does not match buffer " + to_string(d.identity));
-        }
+    if (live_remote(d, i, accepted)) {
         return;
     }
     const Backend backend{d.backend};
@@ -79,9 +74,7 @@ void Supervisor::check_copy_side(const BufferDescriptor& d, std::size_t i, bool 
                                " arena of this host; bytes cross hosts from and to posix_shm and device buffers");
     }
     if (d.identity.owner_instance != buffers_.owner_instance()) {
-        if (const auto why = buffers_.stale_reason(d.identity)) {
-            throw RequestError(ErrorCode::STALE_BUFFER, arg_field(i) + ": " + *why);
-        }
+        // No remote host's buffer (live_remote refused a stale one).
         throw RequestError(ErrorCode::UNKNOWN_BUFFER, arg_field(i) + ": no buffer " + to_string(d.identity));
     }
     check_own_live(d, i, accepted);

@@ -208,14 +208,7 @@ void Scheduler::complete(TaskId id, std::vector<TaskId>& now_ready) {
     ready_.reserve_woken(dependents);
     tasks_.links.for_each(node.dependents, [&](const Link& link) {
         Node* dependent = tasks_.live(link);
-        if (dependent == nullptr) {
-            return;
-        }
-        --dependent->pending;
-        // An ordered edge no longer counted in `blocking`; a RUNNING or READY dependent has no other kind.
-        if (!link.ordered && --dependent->blocking == 0 && dependent->state == TaskState::WAITING) {
-            dependent->state = TaskState::READY;
-            ready_.push_woken({link.seq, link.slot});
+        if (dependent != nullptr && count_finished(link, *dependent)) {
             now_ready.push_back(dependent->id);
         }
     });
@@ -298,7 +291,6 @@ std::vector<std::uint32_t> Scheduler::collect_dependents(std::uint32_t root, std
     return cascade;
 }
 
-// Undoes the marks of collect_dependents: every task back to the state it had.
 std::size_t Scheduler::tolerant_edges(const std::vector<std::uint32_t>& cascade) noexcept {
     std::size_t edges = 0;
     for (const std::uint32_t slot : cascade) {
@@ -313,17 +305,24 @@ std::size_t Scheduler::tolerant_edges(const std::vector<std::uint32_t>& cascade)
 void Scheduler::release_tolerant(Node& node) noexcept {
     tasks_.links.for_each(node.dependents, [&](const Link& link) {
         Node* dependent = tasks_.live(link);
-        if (dependent == nullptr || !dependent->tolerant || dependent->state == TaskState::FAILED) {
-            return;
-        }
-        --dependent->pending;
-        if (!link.ordered && --dependent->blocking == 0 && dependent->state == TaskState::WAITING) {
-            dependent->state = TaskState::READY;
-            ready_.push_woken({link.seq, link.slot});
+        if (dependent != nullptr && dependent->tolerant && dependent->state != TaskState::FAILED) {
+            (void)count_finished(link, *dependent);
         }
     });
 }
 
+bool Scheduler::count_finished(const Link& link, Node& dependent) noexcept {
+    --dependent.pending;
+    // An ordered edge no longer counted in `blocking`; a RUNNING or READY dependent has no other kind.
+    if (link.ordered || --dependent.blocking != 0 || dependent.state != TaskState::WAITING) {
+        return false;
+    }
+    dependent.state = TaskState::READY;
+    ready_.push_woken({link.seq, link.slot});
+    return true;
+}
+
+// Undoes the marks of collect_dependents: every task back to the state it had.
 void Scheduler::unmark(const std::vector<std::uint32_t>& cascade, const std::vector<TaskState>& before) noexcept {
     for (std::size_t k = 0; k < cascade.size() && k < before.size(); ++k) {
         tasks_.node(cascade[k]).state = before[k];

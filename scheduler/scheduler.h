@@ -114,6 +114,9 @@ private:
     std::size_t tolerant_edges(const std::vector<std::uint32_t>& cascade) noexcept;
     // Counts the failed `node` as finished for its tolerant dependents, as complete() does for every dependent.
     void release_tolerant(detail::Node& node) noexcept;
+    // Counts the task before `link` as finished for `dependent`; true when that made it READY (then queued for
+    // pop_ready). REQUIRES ready_ has room for one more woken task.
+    bool count_finished(const detail::Link& link, detail::Node& dependent) noexcept;
     void unindex(detail::Node& node) noexcept;
     void reinstate_pruned(detail::Node& node) noexcept;
     void finish(std::uint32_t slot) noexcept;

@@ -75,8 +75,33 @@ TEST_CASE("a buffer created on a remote node's host is used by tasks there and r
     CHECK_THAT(error_message_of(o.json()), Catch::Contains("a buffer on remote node /hb is a posix_shm buffer of its "
                                                            "host (--on hb) or the device memory of one of its chips"));
 
-    // Released through the L4, it is gone on the host too.
-    REQUIRE(rack.cli({"buffer", "release", id}).rc == 0);
+    // Released through the L4 behind a task that holds it and a fill queued after that: new tasks are refused
+    // from the moment the release is read, the queued fill still runs on the host, and then the buffer is gone
+    // on the host too.
+    RawClient c(rack.socket());
+    const json view = tensor_arg(id, "inout", {1024});
+    const json held = c.request({{"op", "submit"}, {"task", sleep_task("hold", "hb/sub0", 1000, {view})}});
+    REQUIRE(held.at("ok") == true);
+    const json queued =
+        c.request({{"op", "submit"},
+                   {"task", task("refill", "fill", "hb/sub0", {tensor_arg(id, "output", {1024}), float32_arg(3)})}});
+    REQUIRE(queued.at("ok") == true);
+    RawClient releaser(rack.socket());
+    releaser.send_frame(json{{"op", "buffer.release"}, {"buffer", id}}.dump());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (c.request({{"op", "buffer.show"}, {"buffer", id}}).at("ok") == true &&
+           std::chrono::steady_clock::now() < deadline) {
+    }
+    const json late =
+        c.request({{"op", "submit"},
+                   {"task", task("late", "fill", "hb/sub0", {tensor_arg(id, "output", {1024}), float32_arg(4)})}});
+    CHECK(error_code_of(late) == "STALE_BUFFER");
+    CHECK_THAT(error_message_of(late), Catch::Contains(id + " was released"));
+    const auto released = releaser.read_reply(std::chrono::seconds(30));
+    REQUIRE(released.has_value());
+    CHECK(released->at("ok") == true);
+    const json refill = c.request({{"op", "wait"}, {"task_id", queued.at("task").at("id")}});
+    CHECK(refill.at("task").at("state") == "completed");
     o = hb.cli({"buffer", "show", id, "--json"});
     CHECK(o.rc != 0);
     CHECK(error_code_of(o.json()) == "STALE_BUFFER");
