@@ -233,7 +233,12 @@ std::optional<TaskOutcome> FrameRunner::run_steps(const FrameView& frame) noexce
 
 int serve_frames(ipc::MailboxChild& mailbox, FrameRunner& runner) {
     FrameTrailer trailer{};
-    while (TaskFrame* frame = mailbox.next(trailer)) {
+    for (;;) {
+        runner.before_next(mailbox.next_ready());
+        TaskFrame* frame = mailbox.next(trailer);
+        if (frame == nullptr) {
+            break;
+        }
         const FrameDone done(mailbox, frame, trailer, monotonic_ns());
         if (!mailbox.trailer_expected(trailer)) {
             done(TaskOutcome{ErrorCode::BAD_REQUEST, "stale frame trailer", false});

@@ -130,6 +130,11 @@ class FrameRunner {
 public:
     virtual ~FrameRunner() = default;
     std::optional<TaskOutcome> run(const FrameView& frame, const FrameDone& done) noexcept;
+    // Runs on the frame loop before it takes the next frame; `next_ready` says whether that frame already
+    // waits (the loop takes it at once) or the loop may block until one comes. A runner that holds finished
+    // launches back to report them in a batch must hand them on when `next_ready` is false: no later frame
+    // is there to do it. Never throws.
+    virtual void before_next(bool /*next_ready*/) noexcept {}
 
 protected:
     virtual void release(const CanonicalIdentity& id) = 0;
@@ -160,7 +165,8 @@ private:
 // (module kernels run on cuda chips)". nullopt for any other kernel.
 std::optional<TaskOutcome> refuse_module(const WorkerSpec& spec, std::string_view kernel);
 
-// Serves `mailbox` until shutdown is requested: takes each READY frame in ring order, fails a frame with a
+// Serves `mailbox` until shutdown is requested: tells `runner` before_next(), takes each READY frame in ring
+// order, fails a frame with a
 // stale trailer (BAD_REQUEST) or a blob longer than the frame (INVALID_TENSOR) without running it, hands every
 // other one to `runner`, and publishes the outcome (or leaves it to the FrameDone the runner deferred).
 // Returns 0 at shutdown, 1 after an outcome with exit_after.

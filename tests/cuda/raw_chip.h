@@ -14,7 +14,9 @@
 #include "worker/worker_loop.h"
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <csignal>
+#include <optional>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
@@ -80,6 +82,24 @@ public:
     }
 
     ipc::Completion run(std::string_view kernel, const TaskArgs& args) { return run(kernel, encode_task_args(args)); }
+
+    // Sends one frame without waiting for its result.
+    void submit(std::string_view kernel, const TaskArgs& args) {
+        REQUIRE(mailbox_.can_submit());
+        const std::vector<std::byte> blob = encode_task_args(args);
+        mailbox_.submit({++task_id_, kernel, "", {}, blob});
+    }
+
+    // The oldest result not yet taken, or nullopt when it did not come within `timeout`.
+    std::optional<ipc::Completion> result_within(std::chrono::milliseconds timeout) {
+        const auto until = std::chrono::steady_clock::now() + timeout;
+        while (std::chrono::steady_clock::now() < until) {
+            if (mailbox_.wait(10'000'000)) {
+                return mailbox_.poll();
+            }
+        }
+        return std::nullopt;
+    }
 
     // Waits for the process to end; returns its wait status.
     int wait_exit() {

@@ -1,6 +1,7 @@
 // A cuda chip process driven through a raw mailbox: the frames a supervisor would stop (hostile blobs, calls
 // that fail the kernel checks, device buffers this piece does not serve, the illegal_address fault) reach the
-// worker, which must answer each exactly as a sim chip does, or as its contract says.
+// worker, which must answer each exactly as a sim chip does, or as its contract says; and frames in orders the
+// supervisor also sends (a launch followed by a frame that launches nothing, with no frame after it).
 #include "daemon/buffer_registry.h"
 #include "raw_chip.h"
 
@@ -172,6 +173,39 @@ TEST_CASE("a raw cuda chip maps a buffer once, drops it on @release, and maps th
             chip.run("fill", args_of({view_arg(buf, TensorTag::OUTPUT, DataType::INT16, {4})}, {ScalarArg::i64(1)}));
         CHECK(stale.code == ErrorCode::STALE_BUFFER);
     }
+}
+
+TEST_CASE("a launch on a raw cuda chip is reported when the frame after it is no launch and no frame follows",
+          "[cuda][chip][gpu]") {
+    REQUIRE_GPUS(1);
+    // The frame after the fill: a host kernel, a control frame, a refused kernel. None of them is launched on
+    // the stream, and after it the chip's loop waits for a frame that does not come.
+    const auto [kernel, scalars, code] = GENERATE(table<std::string, std::vector<ScalarArg>, ErrorCode>({
+        {"sleep_ms", {ScalarArg::i64(1)}, ErrorCode::OK},
+        {"@noop", {}, ErrorCode::OK},
+        {"no_such_kernel", {}, ErrorCode::UNKNOWN_KERNEL},
+    }));
+    INFO("after the fill: " << kernel);
+    TempDir state;
+    daemon::BufferRegistry registry(state.path / "journal");
+    const auto buf = registry.create_posix_shm(8192, Access::READWRITE, "/");
+    auto host = map_shm(buf);
+    RawChip chip(RawKind::CUDA);
+    REQUIRE(chip.ready());
+    // The sleep holds the loop while both later frames land, so the fill's frame is followed by a waiting one.
+    chip.submit("sleep_ms", args_of({}, {ScalarArg::i64(300)}));
+    chip.submit("fill", args_of({view_arg(buf, TensorTag::OUTPUT, DataType::INT16, {4096})}, {ScalarArg::i64(7)}));
+    chip.submit(kernel, args_of({}, scalars));
+    const auto slept = chip.result_within(std::chrono::seconds(10));
+    REQUIRE(slept.has_value());
+    CHECK(slept->code == ErrorCode::OK);
+    const auto filled = chip.result_within(std::chrono::seconds(10));
+    REQUIRE(filled.has_value());
+    CHECK(filled->code == ErrorCode::OK);
+    CHECK(reinterpret_cast<const std::int16_t*>(host.data())[4095] == 7);
+    const auto last = chip.result_within(std::chrono::seconds(10));
+    REQUIRE(last.has_value());
+    CHECK(last->code == code);
 }
 
 TEST_CASE("a raw cuda chip reads a read-only buffer through a read-only registration", "[cuda][chip][gpu]") {

@@ -85,11 +85,15 @@ private:
         }
     }
 
-    // The task was launched on the stream: the launch queue reports it when the GPU has finished it. A batch of
-    // launches is sealed under one event when no further frame waits, or when it is MAX_BATCH long.
-    void launched(std::string_view kernel) {
-        queue_.add(defer(), kernel);
-        if (!mailbox_.next_ready() || queue_.unsealed() >= LaunchQueue::MAX_BATCH) {
+    // The task was launched on the stream: the launch queue reports it when the GPU has finished it, once its
+    // batch is sealed (before_next).
+    void launched(std::string_view kernel) { queue_.add(defer(), kernel); }
+
+    // The launches since the last seal are sealed under one event when no further frame waits, whatever the
+    // frames after them were (a host kernel, a refusal, a control frame), or when they are MAX_BATCH long. The
+    // loop may then block in the mailbox: a launch left unsealed would never be reported.
+    void before_next(bool next_ready) noexcept override {
+        if (!next_ready || queue_.unsealed() >= LaunchQueue::MAX_BATCH) {
             queue_.seal(stream_.get());
         }
     }
