@@ -43,14 +43,18 @@ public:
             read_attachment();
         } else if (pick < 36) {
             map_fd();
-        } else if (pick < 58) {
+        } else if (pick < 52) {
             fill();
-        } else if (pick < 74) {
+        } else if (pick < 64) {
             copy();
-        } else if (pick < 82) {
+        } else if (pick < 72) {
+            graph();
+        } else if (pick < 78) {
             sleep();
-        } else if (pick < 86) {
+        } else if (pick < 82) {
             cancel();
+        } else if (pick < 85) {
+            cancel_chain();
         } else if (pick < 90) {
             release();
         } else if (pick < 94) {
@@ -82,6 +86,11 @@ public:
             const std::string state = r.at("task").at("state");
             ensure(state == "completed" || (state == "failed" && r.at("task").at("error").at("code") == "CANCELLED"),
                    "a sleep neither completed nor was cancelled: " + r.dump());
+        }
+        for (const auto& [id, code] : failures_) {
+            const json r = ask({{"op", "wait"}, {"task_id", id}, {"timeout_ms", 120000}});
+            ensure(r.at("task").at("state") == "failed" && r.at("task").at("error").at("code") == code,
+                   "a task that must fail " + code + " did not: " + r.dump());
         }
     }
 
@@ -421,6 +430,135 @@ private:
         std::copy(bytes.begin(), bytes.end(), out.begin() + static_cast<std::ptrdiff_t>(dst));
     }
 
+    // A fill of a random (strided) range of a live buffer in `staged` (the models as the tasks before it leave
+    // them), which it updates.
+    json plan_fill(std::map<std::string, std::vector<std::uint8_t>>& staged, const std::string& name) {
+        const std::string id = any_live();
+        auto& model = staged.at(id);
+        const std::uint64_t value = below(128);
+        const std::uint64_t stride = 1 + below(3);
+        const auto [offset, span] = range_in(model.size());
+        const std::uint64_t count = 1 + (span - 1) / stride;
+        for (std::uint64_t i = 0; i < count; ++i) {
+            model[offset + i * stride] = static_cast<std::uint8_t>(value);
+        }
+        return task(name, "fill", worker_on(live_.at(id).host, live_.at(id).device),
+                    {tensor_arg(id, "output", {count}, {stride}, offset, "uint8"),
+                     int64_arg(static_cast<std::int64_t>(value))});
+    }
+
+    // A copy between two live buffers that some worker reaches, with no overlap within one buffer, in `staged`;
+    // a fill where the two picked have no such copy.
+    json plan_copy(std::map<std::string, std::vector<std::uint8_t>>& staged, const std::string& name) {
+        const std::string from = any_live();
+        const std::string to = any_live();
+        const Buffer& a = live_.at(from);
+        const Buffer& b = live_.at(to);
+        if ((a.host == b.host && !a.device.empty() && !b.device.empty() && a.device != b.device) || from == to) {
+            return plan_fill(staged, name);
+        }
+        const auto& in = staged.at(from);
+        auto& out = staged.at(to);
+        const std::uint64_t length = 1 + below(std::min(in.size(), out.size()));
+        const std::uint64_t src = below(in.size() - length + 1);
+        const std::uint64_t dst = below(out.size() - length + 1);
+        std::copy(in.begin() + static_cast<std::ptrdiff_t>(src), in.begin() + static_cast<std::ptrdiff_t>(src + length),
+                  out.begin() + static_cast<std::ptrdiff_t>(dst));
+        const std::string on = worker_on(b.host, a.host != b.host ? "" : a.device.empty() ? b.device : a.device);
+        return task(name, "copy", on,
+                    {tensor_arg(from, "input", {length}, {}, src, "uint8"),
+                     tensor_arg(to, "output", {length}, {}, dst, "uint8")});
+    }
+
+    // A `run` of 2 to 6 fills and copies whose dependencies the daemon infers in graph order, as the model applies
+    // them; now and then waited for. One graph in five carries a bad task (a view past its buffer's end, or a name
+    // used twice): then every task is rejected, naming the bad one, and nothing runs.
+    void graph() {
+        std::map<std::string, std::vector<std::uint8_t>> staged;
+        for (const auto& [id, buffer] : live_) {
+            staged[id] = buffer.bytes;
+        }
+        const std::size_t n = 2 + below(5);
+        json tasks = json::array();
+        for (std::size_t i = 0; i < n; ++i) {
+            const std::string name = "g" + std::to_string(requests_) + "." + std::to_string(i);
+            tasks.push_back(below(2) == 0 ? plan_fill(staged, name) : plan_copy(staged, name));
+        }
+        const bool bad = below(5) == 0;
+        const std::size_t at = 1 + below(n - 1);
+        std::string code;
+        if (bad && below(2) == 0) {
+            tasks[at]["name"] = tasks[0]["name"];
+            code = "BAD_REQUEST";
+        } else if (bad) {
+            const std::string id = any_live();
+            const std::uint64_t size = live_.at(id).bytes.size();
+            tasks[at] =
+                task(tasks[at]["name"], "fill", worker_on(live_.at(id).host, live_.at(id).device),
+                     {tensor_arg(id, "output", {8}, {}, size - below(std::min<std::uint64_t>(size, 4)), "uint8"),
+                      int64_arg(1)});
+            code = "INVALID_TENSOR";
+        }
+        const bool wait = !bad && below(4) == 0;
+        const json r = ask({{"op", "run"}, {"graph", {{"tasks", tasks}}}, {"wait", wait}});
+        expect_ok(r);
+        const json& states = r.at("tasks");
+        ensure(states.size() == n,
+               "a graph of " + std::to_string(n) + " tasks got " + std::to_string(states.size()) + " states");
+        for (std::size_t i = 0; i < n; ++i) {
+            const json& t = states[i];
+            if (!bad) {
+                ensure(!wait || t.at("state") == "completed", "a waited graph's task did not complete: " + t.dump());
+                tasks_.push_back(t.at("id").get<std::uint64_t>());
+                continue;
+            }
+            ensure(t.at("state") == "rejected", "a task of a graph with a bad task was not rejected: " + t.dump());
+            const std::string expected = i == at ? code : "BAD_REQUEST";
+            ensure(t.at("error").at("code") == expected,
+                   "a rejected graph's task " + std::to_string(i) + " is not " + expected + ": " + t.dump());
+        }
+        if (!bad) {
+            for (auto& [id, buffer] : live_) {
+                buffer.bytes = std::move(staged.at(id));
+            }
+        }
+    }
+
+    // A graph of a sleep that holds a view as input and a fill of that view, which therefore waits for it; the
+    // sleep is then cancelled at once. Cancelled while queued: the sleep fails CANCELLED and the fill
+    // DEPENDENCY_FAILED, at once, so the model keeps the bytes; already running: both complete.
+    void cancel_chain() {
+        const std::string id = any_live();
+        const Buffer& b = live_.at(id);
+        const auto [offset, length] = range_in(b.bytes.size());
+        const std::uint64_t value = below(128);
+        const std::string name = "chain" + std::to_string(requests_);
+        const json tasks = json::array(
+            {sleep_task(name + ".sleep", worker_on(b.host, b.device), static_cast<std::int64_t>(5 + below(30)),
+                        {tensor_arg(id, "input", {length}, {}, offset, "uint8")}),
+             task(name + ".fill", "fill", worker_on(b.host, b.device),
+                  {tensor_arg(id, "output", {length}, {}, offset, "uint8"),
+                   int64_arg(static_cast<std::int64_t>(value))})});
+        const json r = ask({{"op", "run"}, {"graph", {{"tasks", tasks}}}});
+        expect_ok(r);
+        const std::uint64_t sleep = r.at("tasks").at(0).at("id");
+        const std::uint64_t fill = r.at("tasks").at(1).at("id");
+        const json c = ask({{"op", "cancel"}, {"task_ids", json::array({sleep})}});
+        expect_ok(c);
+        const std::string what = c.at("tasks").at(0).at("cancel");
+        if (what == "cancelled") {
+            failures_.emplace_back(sleep, "CANCELLED");
+            failures_.emplace_back(fill, "DEPENDENCY_FAILED");
+            return;
+        }
+        ensure(what == "running" || what == "finished", "cancel answered " + what);
+        tasks_.push_back(sleep);
+        tasks_.push_back(fill);
+        auto& model = bytes_of(id);
+        std::fill(model.begin() + static_cast<std::ptrdiff_t>(offset),
+                  model.begin() + static_cast<std::ptrdiff_t>(offset + length), static_cast<std::uint8_t>(value));
+    }
+
     // A sleep that holds a view as input (later writers wait for it) and is never cancelled, or one that holds
     // nothing, which cancel() may take back.
     void sleep() {
@@ -511,8 +649,9 @@ private:
     std::uint64_t seed_;
     std::map<std::string, Buffer> live_;
     std::vector<std::string> released_;
-    std::vector<std::uint64_t> tasks_;  // must complete
-    std::vector<std::uint64_t> sleeps_; // complete, or fail CANCELLED
+    std::vector<std::uint64_t> tasks_;                            // must complete
+    std::vector<std::uint64_t> sleeps_;                           // complete, or fail CANCELLED
+    std::vector<std::pair<std::uint64_t, std::string>> failures_; // must fail with that code
     std::vector<std::string> history_;
     std::size_t requests_ = 0;
 };

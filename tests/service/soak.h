@@ -1,12 +1,15 @@
 #pragma once
 // A model-based soak: several clients drive one daemon at once with random sequences of requests over buffers of
 // their own (posix_shm and sim_vmm creations; writes and reads as base64 and as attachments; fd hand-overs whose
-// mappings are read and written; fills and copies on every worker; sleeps that hold views; cancels; releases),
-// valid and invalid, without waiting for their tasks. Each client keeps a byte model of its buffers
+// mappings are read and written; fills and copies on every worker, alone and in graphs; sleeps that hold views;
+// cancels, also of a sleep that a fill in its graph depends on; releases), valid and invalid, without waiting for
+// their tasks. Each client keeps a byte model of its buffers
 // and applies every request the daemon accepts in the order it sent them, which is the order the daemon promises
 // (docs/control-protocol.md: tasks and transfers over the same bytes run in submission order, a release after the
-// tasks before it). Every read must equal the model, every accepted task must complete, every refusal must carry
-// the code the request earns, and the daemon must end whole, with nothing failed that should not have.
+// tasks before it; a graph's tasks in graph order). Every read must equal the model, every accepted task must
+// complete (or fail with the code its cancelled dependency earns it), every refusal must carry the code the
+// request earns, a graph with one bad task must run none, and the daemon must end whole, with nothing failed that
+// should not have.
 
 #include "fixture.h"
 #include "helpers.h"
