@@ -13,7 +13,9 @@
 //                      against one call, and 20 tasks in one graph against 20 calls queued. Target >= 85 %
 //   (d) one task on an idle GPU   5 ms between calls: `canopy submit scale ... --wait` through the CLI's own code
 //                      (cli::run_cli: connect, request, reply, render), a submit with wait over a connected socket,
-//                      and a direct launch + synchronize; no target
+//                      the same for a sleep_ms of 0 on the chip (the same path with no GPU work), a direct launch +
+//                      synchronize, and one byte echoed by another process blocked in epoll_wait (what waking two
+//                      idle processes costs on this machine, with no canopy); no target
 // Without a GPU it prints "skipped: ..." and exits 0; without torch it prints canopy's figures alone. The service
 // (and its zygote) starts before this process initializes CUDA, as a forked process cannot use its parent's CUDA.
 #include "bench.h"
@@ -34,6 +36,9 @@
 #include <cstdio>
 #include <functional>
 #include <sstream>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -272,7 +277,16 @@ void idle_tasks(bench::ControlClient& client, const std::string& socket, const s
                                         "submit",   "scale",         "--on",
                                         "chip0",    "--inout",       buffer + ":float32:" + std::to_string(SMALL),
                                         "--scalar", "float32:0.999", "--wait"};
+    const std::string nap =
+        bench::ControlClient::frame({{"op", "submit"},
+                                     {"wait", true},
+                                     {"task",
+                                      {{"name", "nap"},
+                                       {"kernel", "sleep_ms"},
+                                       {"on", "chip0"},
+                                       {"args", json::array({json{{"scalar", {{"int64", 0}}}}})}}}});
     std::vector<double> over_socket;
+    std::vector<double> host_only;
     std::vector<double> through_cli;
     for (int i = 0; i < IDLE_CALLS; ++i) {
         std::this_thread::sleep_for(IDLE_GAP);
@@ -281,6 +295,13 @@ void idle_tasks(bench::ControlClient& client, const std::string& socket, const s
         over_socket.push_back(us_since(start));
         if (bench::completed_tasks(body).count != 1) {
             throw std::runtime_error("a submit over the socket failed: " + body.substr(0, 300));
+        }
+        std::this_thread::sleep_for(IDLE_GAP);
+        start = Clock::now();
+        const std::string slept = client.exchange(nap);
+        host_only.push_back(us_since(start));
+        if (bench::completed_tasks(slept).count != 1) {
+            throw std::runtime_error("a sleep_ms over the socket failed: " + slept.substr(0, 300));
         }
         std::this_thread::sleep_for(IDLE_GAP);
         std::ostringstream out;
@@ -293,7 +314,47 @@ void idle_tasks(bench::ControlClient& client, const std::string& socket, const s
         }
     }
     f.socket = latency(over_socket);
+    f.host_only = latency(host_only);
     f.cli = latency(through_cli);
+}
+
+// (d)'s floor: one byte to another process blocked in epoll_wait and back, each after IDLE_GAP. Two idle processes
+// wake (the echo and this one); a task through the daemon wakes its control thread, its worker and more.
+bench::Latency idle_echo() {
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+        throw std::runtime_error("socketpair failed");
+    }
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::close(pair[0]);
+        const int poll = ::epoll_create1(EPOLL_CLOEXEC);
+        epoll_event event{};
+        event.events = EPOLLIN;
+        event.data.fd = pair[1];
+        ::epoll_ctl(poll, EPOLL_CTL_ADD, pair[1], &event);
+        char byte = 0;
+        for (;;) {
+            if (::epoll_wait(poll, &event, 1, -1) == 1 &&
+                (::read(pair[1], &byte, 1) != 1 || ::write(pair[1], &byte, 1) != 1)) {
+                ::_exit(0);
+            }
+        }
+    }
+    ::close(pair[1]);
+    std::vector<double> round_trips;
+    char byte = 'x';
+    for (int i = 0; i < IDLE_CALLS; ++i) {
+        std::this_thread::sleep_for(IDLE_GAP);
+        const auto start = Clock::now();
+        if (::write(pair[0], &byte, 1) != 1 || ::read(pair[0], &byte, 1) != 1) {
+            throw std::runtime_error("the echo process is gone");
+        }
+        round_trips.push_back(us_since(start));
+    }
+    ::close(pair[0]);
+    ::waitpid(pid, nullptr, 0);
+    return latency(round_trips);
 }
 
 // (b), (c) and the service's part of (d), through the daemon's service with one cuda chip on device 0.
@@ -345,6 +406,7 @@ int main() {
     f.idle_calls = IDLE_CALLS;
     f.idle_gap_ms = static_cast<int>(IDLE_GAP.count());
     try {
+        f.echo = idle_echo(); // forked before this process initializes CUDA
         service_figures(f);
         raw_launches(f);
     } catch (const std::exception& e) {

@@ -57,7 +57,9 @@ struct EngineFigures {
     BandwidthFigures scale;
     Latency cli;
     Latency socket;
+    Latency host_only; // a sleep_ms of 0 on the chip: the socket path with no GPU work
     Latency direct;
+    Latency echo; // one byte echoed by another process blocked in epoll_wait
 };
 
 namespace detail {
@@ -103,8 +105,9 @@ inline void bandwidth_rows(const char* what, const BandwidthFigures& c, const En
                 rate(bytes, queued->second.wall_ms), amortized * 100, verdict(amortized >= BANDWIDTH_TARGET));
 }
 
-inline void latency_row(const char* what, const Latency& l, const Latency& direct) {
-    std::printf("| %s | %.1f us | %.1f us | %.2fx |\n", what, l.median_us, l.p90_us, l.median_us / direct.median_us);
+inline void latency_row(const char* what, const Latency& l, const Latency& direct, const Latency& echo) {
+    std::printf("| %s | %.1f us | %.1f us | %.2fx | %.2fx |\n", what, l.median_us, l.p90_us,
+                l.median_us / direct.median_us, l.median_us / echo.median_us);
 }
 
 } // namespace detail
@@ -134,12 +137,14 @@ inline void print_engine_report(const EngineFigures& f, const std::map<std::stri
     detail::bandwidth_rows("scale (vector kernel)", f.scale, f, torch, "scale");
 
     std::printf("\n(d) one scale task (1024 float32) on an idle GPU, %d calls %d ms apart\n\n| path | median | p90 | "
-                "ratio to direct |\n|---|---:|---:|---:|\n",
+                "ratio to direct | ratio to echo |\n|---|---:|---:|---:|---:|\n",
                 f.idle_calls, f.idle_gap_ms);
     detail::latency_row("`canopy submit scale ... --wait` (cli::run_cli: connect, request, reply, render)", f.cli,
-                        f.direct);
-    detail::latency_row("submit with wait over a connected socket", f.socket, f.direct);
-    detail::latency_row("direct launch + synchronize in this process", f.direct, f.direct);
+                        f.direct, f.echo);
+    detail::latency_row("submit with wait over a connected socket", f.socket, f.direct, f.echo);
+    detail::latency_row("sleep_ms 0 on the same chip, submit with wait (no GPU work)", f.host_only, f.direct, f.echo);
+    detail::latency_row("direct launch + synchronize in this process", f.direct, f.direct, f.echo);
+    detail::latency_row("one byte echoed by another process blocked in epoll_wait", f.echo, f.direct, f.echo);
     std::fflush(stdout);
 }
 
