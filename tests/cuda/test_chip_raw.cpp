@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 #include <random>
+#include <thread>
 
 using namespace canopy;
 using namespace canopy::testing;
@@ -206,6 +207,53 @@ TEST_CASE("a launch on a raw cuda chip is reported when the frame after it is no
     const auto last = chip.result_within(std::chrono::seconds(10));
     REQUIRE(last.has_value());
     CHECK(last->code == code);
+}
+
+TEST_CASE("a long launch on a raw cuda chip is reported whether a frame comes while the loop waits for it or not",
+          "[cuda][chip][gpu]") {
+    REQUIRE_GPUS(1);
+    // A fill of 1 GiB of host memory over PCIe takes tens of milliseconds: longer than the loop waits for a lone
+    // batch itself (LaunchQueue::SPIN_US), so with no frame after it the launch queue's thread takes it over,
+    // and with a frame after it the loop hands it over at once to take that frame.
+    const bool frame_after = GENERATE(false, true);
+    INFO((frame_after ? "a frame comes while the loop waits" : "no frame comes"));
+    TempDir state;
+    daemon::BufferRegistry registry(state.path / "journal");
+    constexpr std::uint64_t BIG = std::uint64_t{1} << 28; // int32 elements
+    const auto big = registry.create_posix_shm(BIG * 4, Access::READWRITE, "/");
+    const auto small = registry.create_posix_shm(4096, Access::READWRITE, "/");
+    auto big_host = map_shm(big);
+    auto small_host = map_shm(small);
+    RawChip chip(RawKind::CUDA);
+    REQUIRE(chip.ready());
+    // Registered once, so that the timed fill below is the kernel alone.
+    REQUIRE(
+        chip.run("fill", args_of({view_arg(big, TensorTag::OUTPUT, DataType::INT32, {1})}, {ScalarArg::i64(0)})).code ==
+        ErrorCode::OK);
+    chip.submit("fill", args_of({view_arg(big, TensorTag::OUTPUT, DataType::INT32, {BIG})}, {ScalarArg::i64(3)}));
+    if (frame_after) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        chip.submit("fill",
+                    args_of({view_arg(small, TensorTag::OUTPUT, DataType::INT32, {1024})}, {ScalarArg::i64(5)}));
+    }
+    const auto filled = chip.result_within(std::chrono::seconds(20));
+    REQUIRE(filled.has_value());
+    CHECK(filled->code == ErrorCode::OK);
+    const auto* values = reinterpret_cast<const std::int32_t*>(big_host.data());
+    CHECK(values[0] == 3);
+    CHECK(values[BIG / 2] == 3);
+    CHECK(values[BIG - 1] == 3);
+    if (frame_after) {
+        const auto next = chip.result_within(std::chrono::seconds(10));
+        REQUIRE(next.has_value());
+        CHECK(next->code == ErrorCode::OK);
+        CHECK(reinterpret_cast<const std::int32_t*>(small_host.data())[1023] == 5);
+    }
+    // The chip goes on taking frames either way.
+    const auto after =
+        chip.run("fill", args_of({view_arg(small, TensorTag::OUTPUT, DataType::INT32, {1024})}, {ScalarArg::i64(7)}));
+    CHECK(after.code == ErrorCode::OK);
+    CHECK(reinterpret_cast<const std::int32_t*>(small_host.data())[0] == 7);
 }
 
 TEST_CASE("a raw cuda chip reads a read-only buffer through a read-only registration", "[cuda][chip][gpu]") {

@@ -91,9 +91,12 @@ private:
 
     // The launches since the last seal are sealed under one event when no further frame waits, whatever the
     // frames after them were (a host kernel, a refusal, a control frame), or when they are MAX_BATCH long. The
-    // loop may then block in the mailbox: a launch left unsealed would never be reported.
+    // loop may then block in the mailbox: a launch left unsealed would never be reported. With no frame waiting
+    // the loop itself waits for the batch while no frame comes, when the launch queue's thread sleeps.
     void before_next(bool next_ready) noexcept override {
-        if (!next_ready || queue_.unsealed() >= LaunchQueue::MAX_BATCH) {
+        if (!next_ready) {
+            queue_.seal_idle(stream_.get(), [this] { return mailbox_.next_ready(); });
+        } else if (queue_.unsealed() >= LaunchQueue::MAX_BATCH) {
             queue_.seal(stream_.get());
         }
     }

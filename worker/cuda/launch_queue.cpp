@@ -59,31 +59,86 @@ std::size_t LaunchQueue::unsealed() const noexcept {
     return size_ - sealed_;
 }
 
+std::size_t LaunchQueue::seal_locked(cuda::CuStream stream) noexcept {
+    if (size_ == sealed_ || poison_) {
+        return NO_EVENT;
+    }
+    std::optional<Entry>& last = ring_[(head_ + size_ - 1) % CAPACITY];
+    // One event per sealed batch, at most one batch per entry: the pool never runs out.
+    const std::size_t event = free_events_.back();
+    try {
+        events_[event].record(stream);
+    } catch (const cuda::CudaError& e) {
+        poison_locked(e.what(), last->kernel);
+        return NO_EVENT;
+    }
+    free_events_.pop_back();
+    last->event = event;
+    sealed_ = size_;
+    signals_.fetch_add(1, std::memory_order_release);
+    return event;
+}
+
 void LaunchQueue::seal(cuda::CuStream stream) noexcept {
     {
         std::lock_guard lock(mu_);
-        if (size_ == sealed_ || poison_) {
-            return;
-        }
-        std::optional<Entry>& last = ring_[(head_ + size_ - 1) % CAPACITY];
-        // One event per sealed batch, at most one batch per entry: the pool never runs out.
-        const std::size_t event = free_events_.back();
-        try {
-            events_[event].record(stream);
-        } catch (const cuda::CudaError& e) {
-            poison_locked(e.what(), last->kernel);
-        }
-        if (!poison_) {
-            free_events_.pop_back();
-            last->event = event;
-            sealed_ = size_;
-        }
-        signals_.fetch_add(1, std::memory_order_release);
-        if (!reporter_waiting_) {
-            return; // it is busy or spinning, and sees the new batch without a wake-up
+        if (seal_locked(stream) == NO_EVENT || !reporter_waiting_) {
+            return; // nothing sealed, or the reporting thread is busy or spinning and sees the batch unwoken
         }
     }
     sealed_cv_.notify_one();
+}
+
+void LaunchQueue::seal_idle(cuda::CuStream stream, const std::function<bool()>& frame_waiting) noexcept {
+    std::size_t event = NO_EVENT;
+    std::size_t count = 0;
+    {
+        std::lock_guard lock(mu_);
+        // With the reporting thread asleep, nothing was sealed before (it sleeps only then): this batch is all.
+        const bool alone = reporter_waiting_ && sealed_ == 0;
+        event = seal_locked(stream);
+        if (event == NO_EVENT) {
+            return; // nothing to seal, or the record poisoned the queue (which woke the reporting thread)
+        }
+        if (!alone) {
+            if (reporter_waiting_) {
+                sealed_cv_.notify_one();
+            }
+            return;
+        }
+        inline_ = true;
+        count = size_;
+    }
+    bool done = false;
+    try {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(SPIN_US);
+        for (std::uint32_t i = 0;; ++i) {
+            if (events_[event].query()) {
+                done = true;
+                break;
+            }
+            if (frame_waiting() || (i % 64 == 63 && std::chrono::steady_clock::now() >= until)) {
+                break;
+            }
+            ipc::spin_pause(i);
+        }
+    } catch (const cuda::CudaError& e) {
+        std::lock_guard lock(mu_);
+        inline_ = false;
+        poison_locked(e.what(), ring_[(head_ + count - 1) % CAPACITY]->kernel); // wakes the reporting thread
+        return;
+    }
+    if (done) {
+        publish(count, false);
+    }
+    {
+        std::lock_guard lock(mu_);
+        inline_ = false;
+        if (done || !reporter_waiting_) {
+            return;
+        }
+    }
+    sealed_cv_.notify_one(); // the batch is the reporting thread's now
 }
 
 void LaunchQueue::drain(cuda::CuStream stream) noexcept {
@@ -110,7 +165,7 @@ void LaunchQueue::report_loop() {
         std::size_t event = NO_EVENT;
         {
             std::unique_lock lock(mu_);
-            const auto work = [&] { return sealed_ > 0 || poison_ || stop_; };
+            const auto work = [&] { return (sealed_ > 0 && !inline_) || poison_ || stop_; };
             if (!work()) {
                 // Spin first: a task is usually sealed within microseconds of the last report while work flows,
                 // and a condition-variable wake-up costs tens of microseconds.

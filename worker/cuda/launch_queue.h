@@ -4,7 +4,8 @@
 //
 // The chip's frame loop launches a task and add()s its FrameDone; seal() records one event on the stream after
 // the tasks added since the last seal, which then complete together when that event does (the loop seals when
-// no further frame is waiting, and every MAX_BATCH tasks). The reporting thread waits for the oldest sealed
+// no further frame is waiting, and every MAX_BATCH tasks; with no frame waiting and the reporting thread asleep,
+// seal_idle() has the loop wait for the batch and report it itself). The reporting thread waits for the oldest sealed
 // event (spinning on cuEventQuery for up to SPIN_US, then blocking in cuEventSynchronize) and publishes each of
 // its tasks as succeeded; with nothing sealed it spins for IDLE_SPIN_US, then sleeps until the next seal. No task is
 // reported before its event completed, and none is reported twice.
@@ -16,8 +17,8 @@
 // and exits, so that its supervisor restarts it). A task that completed on the GPU but whose event had not been
 // seen when the fault was found is reported failed too: a success is reported only once it was observed.
 //
-// Thread safety: add(), seal() and drain() are called by the frame loop's thread alone; poisoned() from any
-// thread. The reporting thread is the queue's own; the destructor drains and stops it.
+// Thread safety: add(), seal(), seal_idle() and drain() are called by the frame loop's thread alone; poisoned() from
+// any thread. The reporting thread is the queue's own; the destructor drains and stops it.
 
 #include "cuda/context.h"
 #include "cuda/event.h"
@@ -64,6 +65,12 @@ public:
     // Records an event on `stream` after the unsealed tasks; a failure to record poisons the queue. Does nothing
     // when no task is unsealed.
     void seal(cuda::CuStream stream) noexcept;
+    // seal() for a frame loop that has no frame to take. While the reporting thread sleeps, the batch this seals
+    // is the only one in flight, and the calling thread waits for its event itself, polling it while
+    // `frame_waiting()` is false, for up to SPIN_US, then reports it: a lone task then costs no wake-up of the
+    // reporting thread (an idle CPU's, 40-100 us on a virtual machine). When a frame comes or the time is up
+    // first, or the reporting thread is awake, that thread takes the batch as after seal().
+    void seal_idle(cuda::CuStream stream, const std::function<bool()>& frame_waiting) noexcept;
     // Seals, then waits until every task added has been reported.
     void drain(cuda::CuStream stream) noexcept;
     // The error that poisoned the queue; nullopt while none did.
@@ -85,6 +92,9 @@ private:
     void wait_for(const cuda::Event& event) const;
     // Publishes the oldest `count` entries, succeeded, or `failed` with the poison's text. REQUIRES mu_ not held.
     void publish(std::size_t count, bool failed);
+    // Records the event after the unsealed tasks and marks them sealed; poisons the queue when the record fails.
+    // Returns the event's index, or NO_EVENT when nothing was sealed. REQUIRES mu_ held.
+    std::size_t seal_locked(cuda::CuStream stream) noexcept;
     void poison_locked(const std::string& why, std::string_view kernel);
     std::string failure_text(std::string_view kernel) const;
 
@@ -105,6 +115,7 @@ private:
     std::optional<std::string> poison_;
     bool stop_ = false;
     bool reporter_waiting_ = false; // in sealed_cv_.wait: a seal must notify
+    bool inline_ = false;           // seal_idle's caller waits for the sealed batch: not the reporting thread's
     // Bumped (under mu_) by every seal, poisoning and stop: what the reporting thread spins on while idle.
     std::atomic<std::uint64_t> signals_{0};
     std::thread reporter_;
