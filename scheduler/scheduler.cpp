@@ -219,6 +219,7 @@ void Scheduler::fail(TaskId id, ErrorCode code, std::vector<FailedTask>& failed_
     const std::uint32_t root = checked_slot(id, "fail");
     std::vector<TaskState> before;
     const std::vector<std::uint32_t> cascade = collect_dependents(root, before);
+    std::vector<std::pair<std::uint32_t, Link>> covered;
     try {
         const Node& failed = tasks_.node(root);
         const std::string message = "dependency '" + failed.name + "' (" + task_label(failed.id) +
@@ -229,6 +230,7 @@ void Scheduler::fail(TaskId id, ErrorCode code, std::vector<FailedTask>& failed_
             out.emplace_back(tasks_.node(cascade[k]).id, message);
         }
         ready_.reserve_woken(tolerant_edges(cascade));
+        covered = covered_edges(cascade);
         reserve_more(failed_dependents, out.size());
         std::move(out.begin(), out.end(), std::back_inserter(failed_dependents));
     } catch (...) {
@@ -236,7 +238,14 @@ void Scheduler::fail(TaskId id, ErrorCode code, std::vector<FailedTask>& failed_
         throw;
     }
     // Nothing below allocates or throws. Every task of the cascade is FAILED before any of them puts accesses
-    // back, so an access of a failing task is never put back.
+    // back, so an access of a failing task is never put back. The covered tasks' edges go in before the failed
+    // ones are counted finished, so that no tolerant dependent is READY in between.
+    for (const auto& [owner, link] : covered) {
+        Node& dependent = tasks_.node(link.slot);
+        tasks_.links.append(tasks_.node(owner).dependents, link);
+        ++dependent.pending;
+        ++dependent.blocking;
+    }
     for (const std::uint32_t slot : cascade) {
         release_tolerant(tasks_.node(slot));
     }
@@ -299,6 +308,39 @@ std::size_t Scheduler::tolerant_edges(const std::vector<std::uint32_t>& cascade)
             edges += dependent != nullptr && dependent->tolerant && dependent->state != TaskState::FAILED ? 1 : 0;
         });
     }
+    return edges;
+}
+
+std::vector<std::pair<std::uint32_t, Link>> Scheduler::covered_edges(const std::vector<std::uint32_t>& cascade) {
+    std::vector<Link> owners;
+    std::vector<Link> tolerant;
+    for (const std::uint32_t slot : cascade) {
+        const Node& failing = tasks_.node(slot);
+        tasks_.pruned.for_each(failing.pruned, [&](const detail::PrunedAccess& pruned) {
+            const Node* owner = tasks_.live(pruned.owner());
+            if (owner != nullptr && owner->state != TaskState::FAILED &&
+                std::none_of(owners.begin(), owners.end(),
+                             [&](const Link& o) { return o.slot == pruned.owner_slot; })) {
+                owners.push_back(pruned.owner());
+            }
+        });
+        tasks_.links.for_each(failing.dependents, [&](const Link& link) {
+            const Node* dependent = tasks_.live(link);
+            if (dependent != nullptr && dependent->tolerant && dependent->state == TaskState::WAITING &&
+                std::none_of(tolerant.begin(), tolerant.end(), [&](const Link& t) { return t.slot == link.slot; })) {
+                tolerant.push_back(Link{link.slot, link.seq, false});
+            }
+        });
+    }
+    std::vector<std::pair<std::uint32_t, Link>> edges;
+    for (const Link& owner : owners) {
+        for (const Link& dependent : tolerant) {
+            if (owner.seq < dependent.seq) {
+                edges.emplace_back(owner.slot, dependent);
+            }
+        }
+    }
+    tasks_.links.reserve(edges.size());
     return edges;
 }
 

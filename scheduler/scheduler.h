@@ -89,7 +89,8 @@ public:
 
     // Finishes a WAITING, READY or RUNNING task as failed with `code`, and with it every WAITING or READY task
     // that depends on it, transitively (a RUNNING dependent is left to its worker), but for tolerant ones, which
-    // it leaves waiting for their other dependencies (READY when none is left). Appends the failed dependents to
+    // it leaves waiting for their other dependencies (READY when none is left), among them the unfinished tasks
+    // before it whose accesses the failed tasks' writes covered. Appends the failed dependents to
     // `failed_dependents` in submission order, each with the message "dependency 'NAME' (task ID) failed: CODE"
     // naming this task.
     void fail(TaskId id, ErrorCode code, std::vector<FailedTask>& failed_dependents);
@@ -114,6 +115,10 @@ private:
     std::size_t tolerant_edges(const std::vector<std::uint32_t>& cascade) noexcept;
     // Counts the failed `node` as finished for its tolerant dependents, as complete() does for every dependent.
     void release_tolerant(detail::Node& node) noexcept;
+    // A task of a failing `cascade` stands for the earlier tasks whose accesses its writes covered (pruned): a
+    // later task linked to it alone. Its WAITING tolerant dependents, which the failure releases, must still
+    // wait for those tasks: returns the links to add (owner slot, dependent), after reserving room for them.
+    std::vector<std::pair<std::uint32_t, detail::Link>> covered_edges(const std::vector<std::uint32_t>& cascade);
     // Counts the task before `link` as finished for `dependent`; true when that made it READY (then queued for
     // pop_ready). REQUIRES ready_ has room for one more woken task.
     bool count_finished(const detail::Link& link, detail::Node& dependent) noexcept;

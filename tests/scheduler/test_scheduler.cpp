@@ -228,6 +228,54 @@ TEST_CASE("a tolerant task waits for a failed dependency to finish and stops the
     CHECK(s.unfinished() == 0);
 }
 
+TEST_CASE("a tolerant task released by a failed covering writer still waits for the task it covered", "[scheduler]") {
+    Scheduler s;
+    // `hold` runs over VEC; `doomed` writes all of it behind it, covering hold's access, so the tolerant write
+    // added next is linked to doomed alone.
+    CHECK(add(s, 1, {inout(whole(VEC))}, "hold"));
+    CHECK(pop_all(s) == Ids{1});
+    CHECK_FALSE(add(s, 2, {inout(whole(VEC))}, "doomed"));
+    const std::vector<TensorArg> w = {out(make_tensor(VEC, DataType::FLOAT32, {4}, {}, 0))};
+    CHECK_FALSE(s.add(3, "write", w, NO_LANE, true));
+    CHECK(s.waiting_for(3) == 1U);
+    // doomed is cancelled: the write is not failed, and it still waits for hold, which doomed stood for.
+    CHECK(fail(s, 2, ErrorCode::CANCELLED).empty());
+    CHECK(s.state(3) == TaskState::WAITING);
+    CHECK(s.waiting_for(3) == 1U);
+    CHECK(pop_all(s).empty());
+    CHECK(complete(s, 1) == Ids{3});
+    CHECK(pop_all(s) == Ids{3});
+    CHECK(complete(s, 3).empty());
+    CHECK(s.unfinished() == 0);
+}
+
+TEST_CASE("tolerant tasks behind a failed chain of covering writers wait for the first writer, and not twice",
+          "[scheduler]") {
+    Scheduler s;
+    CHECK(add(s, 1, {inout(whole(VEC))}, "hold"));
+    CHECK(pop_all(s) == Ids{1});
+    CHECK_FALSE(add(s, 2, {inout(whole(VEC))}, "first"));
+    CHECK_FALSE(add(s, 3, {inout(whole(VEC))}, "second"));
+    const std::vector<TensorArg> read = {in(whole(VEC))};
+    const std::vector<TensorArg> release = {out(whole(VEC))};
+    CHECK_FALSE(s.add(4, "read", read, NO_LANE, true));
+    CHECK_FALSE(s.add(5, "release", release, NO_LANE, true));
+    // first fails, and second with it; the read and the release wait for hold, the release for the read too.
+    const std::vector<FailedTask> failed = fail(s, 2);
+    REQUIRE(failed.size() == 1);
+    CHECK(failed[0].first == 3);
+    CHECK(s.waiting_for(4) == 1U);
+    CHECK(s.waiting_for(5) == 2U);
+    CHECK(pop_all(s).empty());
+    // hold fails too: as finished for the tolerant tasks as a completion.
+    CHECK(fail(s, 1).empty());
+    CHECK(pop_all(s) == Ids{4});
+    CHECK(complete(s, 4) == Ids{5});
+    CHECK(pop_all(s) == Ids{5});
+    CHECK(complete(s, 5).empty());
+    CHECK(s.unfinished() == 0);
+}
+
 TEST_CASE("a failed tolerant task fails its dependents like any task", "[scheduler]") {
     Scheduler s;
     const std::vector<TensorArg> w = {out(whole(VEC))};

@@ -275,6 +275,7 @@ TEST_CASE("a client's write, read and release behind a failed task still run, in
     CHECK(released->at("ok") == true);
     const json waited =
         c.request({{"op", "wait"}, {"task_ids", json::array({task_named(run, "hold").at("id"), doomed})}});
+    INFO(waited.dump());
     CHECK(waited.at("tasks").at(0).at("state") == "completed");
     CHECK(waited.at("tasks").at(1).at("error").at("code") == "CANCELLED");
     CHECK(error_code_of(c.request({{"op", "buffer.show"}, {"buffer", buffer}})) == "STALE_BUFFER");
