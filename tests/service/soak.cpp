@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -53,8 +54,10 @@ public:
             sleep();
         } else if (pick < 82) {
             cancel();
-        } else if (pick < 85) {
+        } else if (pick < 84) {
             cancel_chain();
+        } else if (pick < 85) {
+            cancel_cover();
         } else if (pick < 90) {
             release();
         } else if (pick < 94) {
@@ -557,6 +560,61 @@ private:
         auto& model = bytes_of(id);
         std::fill(model.begin() + static_cast<std::ptrdiff_t>(offset),
                   model.begin() + static_cast<std::ptrdiff_t>(offset + length), static_cast<std::uint8_t>(value));
+    }
+
+    // A graph of a sleep that holds a whole buffer and a second sleep over it, which covers the first one's access
+    // (later tasks and steps wait for the second alone); the second is then cancelled at once. The first must still
+    // complete, and the requests after it that touch the buffer (writes, reads, its release) must still wait for
+    // it. Half the time a sleep over nothing goes first on the same worker, so that the first has not started when
+    // the buffer's release comes right after the cancel: a release that did not wait would free the buffer before
+    // the worker mapped it.
+    void cancel_cover() {
+        const std::string id = any_live();
+        const Buffer& b = live_.at(id);
+        const json view = tensor_arg(id, "inout", {b.bytes.size()}, {}, 0, "uint8");
+        const std::string name = "cover" + std::to_string(requests_);
+        const std::string on = worker_on(b.host, b.device);
+        const bool release_after = live_.size() >= 2 && below(2) == 0;
+        json tasks = json::array();
+        if (release_after) {
+            tasks.push_back(sleep_task(name + ".first", on, static_cast<std::int64_t>(10 + below(20))));
+        }
+        tasks.push_back(sleep_task(name + ".hold", on, static_cast<std::int64_t>(1 + below(10)), {view}));
+        tasks.push_back(sleep_task(name + ".doomed", on, 0, {view}));
+        const json r = ask({{"op", "run"}, {"graph", {{"tasks", tasks}}}});
+        expect_ok(r);
+        const json& states = r.at("tasks");
+        for (std::size_t i = 0; i + 1 < states.size(); ++i) {
+            tasks_.push_back(states.at(i).at("id"));
+        }
+        const std::uint64_t doomed = states.back().at("id");
+        const json cancel = {{"op", "cancel"}, {"task_ids", json::array({doomed})}};
+        json c;
+        if (release_after) {
+            // The release is queued behind doomed before the cancel fails doomed; replies come in request order.
+            const json release = {{"op", "buffer.release"}, {"buffer", id}};
+            history_.push_back(release.dump() + " then " + cancel.dump());
+            requests_ += 2;
+            c_.send_frame(release.dump());
+            c_.send_frame(cancel.dump());
+            const auto released = c_.read_reply(std::chrono::seconds(30));
+            ensure(released.has_value() && released->value("ok", false), "the release behind a cancelled task failed");
+            const auto cancelled = c_.read_reply(std::chrono::seconds(30));
+            ensure(cancelled.has_value(), "no reply to the cancel");
+            c = *cancelled;
+            released_.push_back(id);
+            live_.erase(id);
+        } else {
+            c = ask(cancel);
+        }
+        expect_ok(c);
+        const std::string what = c.at("tasks").at(0).at("cancel");
+        if (what == "cancelled") {
+            failures_.emplace_back(doomed, "CANCELLED");
+        } else {
+            ensure(what == "running" || what == "finished", "cancel answered " + what);
+            tasks_.push_back(doomed);
+        }
     }
 
     // A sleep that holds a view as input (later writers wait for it) and is never cancelled, or one that holds
