@@ -165,10 +165,10 @@ private:
 // (module kernels run on cuda chips)". nullopt for any other kernel.
 std::optional<TaskOutcome> refuse_module(const WorkerSpec& spec, std::string_view kernel);
 
-// Serves `mailbox` until shutdown is requested: tells `runner` before_next(), takes each READY frame in ring
-// order, fails a frame with a
-// stale trailer (BAD_REQUEST) or a blob longer than the frame (INVALID_TENSOR) without running it, hands every
-// other one to `runner`, and publishes the outcome (or leaves it to the FrameDone the runner deferred).
+// Serves `mailbox` until shutdown is requested: tells `runner` before_next() before each frame, takes each READY
+// frame in ring order, fails a frame with a stale trailer (BAD_REQUEST) or a blob longer than the frame
+// (INVALID_TENSOR) without running it, hands every other one to `runner`, and publishes the outcome (or leaves it
+// to the FrameDone the runner deferred).
 // Returns 0 at shutdown, 1 after an outcome with exit_after.
 int serve_frames(ipc::MailboxChild& mailbox, FrameRunner& runner);
 
