@@ -312,16 +312,15 @@ std::size_t Scheduler::tolerant_edges(const std::vector<std::uint32_t>& cascade)
 }
 
 std::vector<std::pair<std::uint32_t, Link>> Scheduler::covered_edges(const std::vector<std::uint32_t>& cascade) {
-    std::vector<Link> owners;
+    std::vector<detail::PrunedAccess> covered;
     std::vector<Link> tolerant;
     for (const std::uint32_t slot : cascade) {
         const Node& failing = tasks_.node(slot);
         tasks_.pruned.for_each(failing.pruned, [&](const detail::PrunedAccess& pruned) {
             const Node* owner = tasks_.live(pruned.owner());
             if (owner != nullptr && owner->state != TaskState::FAILED &&
-                std::none_of(owners.begin(), owners.end(),
-                             [&](const Link& o) { return o.slot == pruned.owner_slot; })) {
-                owners.push_back(pruned.owner());
+                tasks_.handles[pruned.access].buffer != nullptr) {
+                covered.push_back(pruned);
             }
         });
         tasks_.links.for_each(failing.dependents, [&](const Link& link) {
@@ -332,13 +331,29 @@ std::vector<std::pair<std::uint32_t, Link>> Scheduler::covered_edges(const std::
             }
         });
     }
+    // An edge where a tolerant dependent's view may share a byte with a covered access and one of the two writes,
+    // as add() would have linked them had the access not been covered; one per pair of tasks.
     std::vector<std::pair<std::uint32_t, Link>> edges;
-    for (const Link& owner : owners) {
-        for (const Link& dependent : tolerant) {
-            if (owner.seq < dependent.seq) {
-                edges.emplace_back(owner.slot, dependent);
+    for (const Link& dependent : tolerant) {
+        tasks_.handles.for_each(tasks_.node(dependent.slot).accesses, [&](const AccessIndex::Handle& mine) {
+            if (mine.buffer == nullptr) {
+                return;
             }
-        }
+            const Tensor my_view = index_.view_of(mine);
+            for (const detail::PrunedAccess& pruned : covered) {
+                const AccessIndex::Handle& theirs = tasks_.handles[pruned.access];
+                if (theirs.buffer != mine.buffer || (!mine.writes && !theirs.writes) ||
+                    pruned.owner_seq >= dependent.seq ||
+                    std::any_of(edges.begin(), edges.end(),
+                                [&](const auto& e) {
+                                    return e.first == pruned.owner_slot && e.second.slot == dependent.slot;
+                                }) ||
+                    detail::overlap_of(my_view, index_.view_of(theirs)) == Overlap::NONE) {
+                    continue;
+                }
+                edges.emplace_back(pruned.owner_slot, dependent);
+            }
+        });
     }
     tasks_.links.reserve(edges.size());
     return edges;

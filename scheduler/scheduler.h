@@ -117,7 +117,8 @@ private:
     void release_tolerant(detail::Node& node) noexcept;
     // A task of a failing `cascade` stands for the earlier tasks whose accesses its writes covered (pruned): a
     // later task linked to it alone. Its WAITING tolerant dependents, which the failure releases, must still
-    // wait for those tasks: returns the links to add (owner slot, dependent), after reserving room for them.
+    // wait for those of them they conflict with (a view that may share a byte with the covered access, one of the
+    // two writing): returns the links to add (owner slot, dependent), after reserving room for them.
     std::vector<std::pair<std::uint32_t, detail::Link>> covered_edges(const std::vector<std::uint32_t>& cascade);
     // Counts the task before `link` as finished for `dependent`; true when that made it READY (then queued for
     // pop_ready). REQUIRES ready_ has room for one more woken task.

@@ -89,6 +89,12 @@ public:
     void park(Handle& handle) noexcept;
     // Puts a parked access back into the queries; allocates nothing.
     void unpark(Handle& handle) noexcept;
+    // The view of a live or parked access. REQUIRES handle.buffer != nullptr.
+    Tensor view_of(const Handle& handle) const noexcept {
+        const ViewFields& view =
+            handle.parked ? IntervalIndex::view_of(parked_[handle.parking]) : IntervalIndex::view_of(handle.item);
+        return view.with_buffer(handle.buffer->descriptor);
+    }
 
     // Calls f(AccessRef, const Tensor& view, Span bytes) once for every live access of the buffer
     // `identity` that may share a byte with a view of that footprint: every write, and every read too when

@@ -73,6 +73,9 @@ public:
     Parked park(Handle handle) noexcept;
     // Puts a parked item of this index back. REQUIRES !parked.empty().
     Handle unpark(Parked&& parked) noexcept;
+    // The view of a live item, and of a parked one.
+    static const ViewFields& view_of(Handle handle) noexcept { return handle->second.view; }
+    static const ViewFields& view_of(const Parked& parked) noexcept { return parked.mapped().view; }
 
     // Calls f(AccessRef, const ViewFields& view, Span bytes) once for every live item whose key span meets `key` and
     // whose other span meets `other`. f must not insert, erase, park or unpark.
