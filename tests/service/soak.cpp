@@ -562,24 +562,34 @@ private:
                   model.begin() + static_cast<std::ptrdiff_t>(offset + length), static_cast<std::uint8_t>(value));
     }
 
-    // A graph of a sleep that holds a whole buffer and a second sleep over it, which covers the first one's access
-    // (later tasks and steps wait for the second alone); the second is then cancelled at once. The first must still
-    // complete, and the requests after it that touch the buffer (writes, reads, its release) must still wait for
-    // it. Half the time a sleep over nothing goes first on the same worker, so that the first has not started when
-    // the buffer's release comes right after the cancel: a release that did not wait would free the buffer before
-    // the worker mapped it.
+    // A graph of a task that holds a whole buffer and a sleep over it, which covers the first one's access (later
+    // tasks and steps wait for the sleep alone); the sleep is then cancelled at once. The first task must still
+    // complete, and the requests after it that touch the buffer must still wait for it. Two of three times a sleep
+    // over nothing goes first on the same worker, so that the first task has not started when a step queued
+    // behind the cancelled sleep is unblocked:
+    //   - the buffer's release: one that did not wait would free the buffer before the worker mapped it;
+    //   - a write of the buffer's first bytes, behind a first task that fills the buffer: one that did not wait
+    //     would be overwritten by the fill, which the model (fill, then write) catches at the next read.
+    // The step is sent, then the cancel, on one connection (replies come in request order).
     void cancel_cover() {
         const std::string id = any_live();
         const Buffer& b = live_.at(id);
-        const json view = tensor_arg(id, "inout", {b.bytes.size()}, {}, 0, "uint8");
+        const std::uint64_t size = b.bytes.size();
+        const json view = tensor_arg(id, "inout", {size}, {}, 0, "uint8");
         const std::string name = "cover" + std::to_string(requests_);
         const std::string on = worker_on(b.host, b.device);
-        const bool release_after = live_.size() >= 2 && below(2) == 0;
+        const std::uint64_t mode = live_.size() >= 2 ? below(3) : 1 + below(2);
+        const bool release_after = mode == 0;
+        const bool write_after = mode == 1;
+        const std::uint64_t value = below(128);
         json tasks = json::array();
-        if (release_after) {
+        if (release_after || write_after) {
             tasks.push_back(sleep_task(name + ".first", on, static_cast<std::int64_t>(10 + below(20))));
         }
-        tasks.push_back(sleep_task(name + ".hold", on, static_cast<std::int64_t>(1 + below(10)), {view}));
+        tasks.push_back(write_after ? task(name + ".hold", "fill", on,
+                                           {tensor_arg(id, "output", {size}, {}, 0, "uint8"),
+                                            int64_arg(static_cast<std::int64_t>(value))})
+                                    : sleep_task(name + ".hold", on, static_cast<std::int64_t>(1 + below(10)), {view}));
         tasks.push_back(sleep_task(name + ".doomed", on, 0, {view}));
         const json r = ask({{"op", "run"}, {"graph", {{"tasks", tasks}}}});
         expect_ok(r);
@@ -590,20 +600,29 @@ private:
         const std::uint64_t doomed = states.back().at("id");
         const json cancel = {{"op", "cancel"}, {"task_ids", json::array({doomed})}};
         json c;
-        if (release_after) {
-            // The release is queued behind doomed before the cancel fails doomed; replies come in request order.
-            const json release = {{"op", "buffer.release"}, {"buffer", id}};
-            history_.push_back(release.dump() + " then " + cancel.dump());
+        if (release_after || write_after) {
+            const std::string data = random_bytes(std::min<std::uint64_t>(size, 16));
+            const json step = release_after
+                                  ? json{{"op", "buffer.release"}, {"buffer", id}}
+                                  : json{{"op", "buffer.write"}, {"buffer", id}, {"data", base64_encode(data)}};
+            history_.push_back(step.dump().substr(0, 200) + " then " + cancel.dump());
             requests_ += 2;
-            c_.send_frame(release.dump());
+            c_.send_frame(step.dump());
             c_.send_frame(cancel.dump());
-            const auto released = c_.read_reply(std::chrono::seconds(30));
-            ensure(released.has_value() && released->value("ok", false), "the release behind a cancelled task failed");
+            const auto stepped = c_.read_reply(std::chrono::seconds(30));
+            ensure(stepped.has_value() && stepped->value("ok", false),
+                   "a step behind a cancelled task failed: " + (stepped ? stepped->dump() : std::string("no reply")));
             const auto cancelled = c_.read_reply(std::chrono::seconds(30));
             ensure(cancelled.has_value(), "no reply to the cancel");
             c = *cancelled;
-            released_.push_back(id);
-            live_.erase(id);
+            if (release_after) {
+                released_.push_back(id);
+                live_.erase(id);
+            } else {
+                auto& model = bytes_of(id);
+                std::fill(model.begin(), model.end(), static_cast<std::uint8_t>(value));
+                std::copy(data.begin(), data.end(), model.begin());
+            }
         } else {
             c = ask(cancel);
         }
