@@ -372,120 +372,122 @@ private:
     }
 
     void fill() {
-        const std::string id = any_live();
-        auto& model = bytes_of(id);
-        const std::uint64_t value = below(128);
         const std::string name = "fill" + std::to_string(requests_);
         if (below(8) == 0) {
-            const std::uint64_t offset = model.size() - below(std::min<std::uint64_t>(model.size(), 4));
-            const json r = submit(task(name, "fill", worker_on(live_.at(id).host, live_.at(id).device),
-                                       {tensor_arg(id, "output", {8}, {}, offset, "uint8"), int64_arg(1)}));
-            return expect_refused(r, {"INVALID_TENSOR"});
+            return expect_refused(submit(past_end_fill(name)), {"INVALID_TENSOR"});
         }
+        const std::string id = any_live();
         if (const std::string wrong = unreachable_worker(live_.at(id)); !wrong.empty() && below(6) == 0) {
             const json r =
                 submit(task(name, "fill", wrong, {tensor_arg(id, "output", {1}, {}, 0, "uint8"), int64_arg(1)}));
             return expect_refused(r, {"UNREACHABLE_BUFFER"});
         }
-        // Every other element of a strided view, or a contiguous range.
-        const std::uint64_t stride = 1 + below(3);
-        const auto [offset, span] = range_in(model.size());
-        const std::uint64_t count = 1 + (span - 1) / stride;
-        const json r = submit(task(name, "fill", worker_on(live_.at(id).host, live_.at(id).device),
-                                   {tensor_arg(id, "output", {count}, {stride}, offset, "uint8"),
-                                    int64_arg(static_cast<std::int64_t>(value))}));
-        accepted(r);
-        for (std::uint64_t i = 0; i < count; ++i) {
-            model[offset + i * stride] = static_cast<std::uint8_t>(value);
-        }
+        // The model changes first: a refusal ends the soak either way.
+        accepted(submit(plan_fill(live_, name)));
     }
 
-    void copy() {
-        const std::string from = any_live();
-        const std::string to = any_live();
-        const auto& in = bytes_of(from);
-        auto& out = bytes_of(to);
-        const std::uint64_t longest = std::min(in.size(), out.size());
-        const std::uint64_t length = 1 + below(longest);
-        const std::uint64_t src = below(in.size() - length + 1);
-        const std::uint64_t dst = below(out.size() - length + 1);
-        // On the output's host; a copy within a host that touches device memory runs on a chip, one across hosts
-        // on any worker of the output's host (the bytes move over the link, staged where they are device memory).
-        const Buffer& a = live_.at(from);
-        const Buffer& b = live_.at(to);
-        if (a.host == b.host && !a.device.empty() && !b.device.empty() && a.device != b.device) {
-            // No chip reaches the device memory of both backends.
-            const json r = submit(
-                task("copy" + std::to_string(requests_), "copy", worker_on(a.host, a.device),
-                     {tensor_arg(from, "input", {1}, {}, 0, "uint8"), tensor_arg(to, "output", {1}, {}, 0, "uint8")}));
-            return expect_refused(r, {"UNREACHABLE_BUFFER"});
-        }
-        const std::string on = worker_on(b.host, a.host != b.host ? "" : a.device.empty() ? b.device : a.device);
-        const json r = submit(task("copy" + std::to_string(requests_), "copy", on,
-                                   {tensor_arg(from, "input", {length}, {}, src, "uint8"),
-                                    tensor_arg(to, "output", {length}, {}, dst, "uint8")}));
-        if (from == to && src < dst + length && dst < src + length) {
-            return expect_refused(r, {"OVERLAPPING_WRITES"});
-        }
-        accepted(r);
-        const std::vector<std::uint8_t> bytes(in.begin() + static_cast<std::ptrdiff_t>(src),
-                                              in.begin() + static_cast<std::ptrdiff_t>(src + length));
-        std::copy(bytes.begin(), bytes.end(), out.begin() + static_cast<std::ptrdiff_t>(dst));
-    }
-
-    // A fill of a random (strided) range of a live buffer in `staged` (the models as the tasks before it leave
-    // them), which it updates.
-    json plan_fill(std::map<std::string, std::vector<std::uint8_t>>& staged, const std::string& name) {
+    // A fill of 8 bytes that ends past its buffer's end, which the daemon refuses INVALID_TENSOR.
+    json past_end_fill(const std::string& name) {
         const std::string id = any_live();
-        auto& model = staged.at(id);
+        const Buffer& b = live_.at(id);
+        const std::uint64_t offset = b.bytes.size() - below(std::min<std::uint64_t>(b.bytes.size(), 4));
+        return task(name, "fill", worker_on(b.host, b.device),
+                    {tensor_arg(id, "output", {8}, {}, offset, "uint8"), int64_arg(1)});
+    }
+
+    // A fill of a random range of a live buffer, every element or every second or third one, applied to
+    // `models` (the live buffers' models, or a graph's copy of them as its earlier tasks leave them).
+    json plan_fill(std::map<std::string, Buffer>& models, const std::string& name) {
+        const std::string id = any_live();
+        const Buffer& b = models.at(id);
         const std::uint64_t value = below(128);
         const std::uint64_t stride = 1 + below(3);
-        const auto [offset, span] = range_in(model.size());
+        const auto [offset, span] = range_in(b.bytes.size());
         const std::uint64_t count = 1 + (span - 1) / stride;
         for (std::uint64_t i = 0; i < count; ++i) {
-            model[offset + i * stride] = static_cast<std::uint8_t>(value);
+            models.at(id).bytes[offset + i * stride] = static_cast<std::uint8_t>(value);
         }
-        return task(name, "fill", worker_on(live_.at(id).host, live_.at(id).device),
+        return task(name, "fill", worker_on(b.host, b.device),
                     {tensor_arg(id, "output", {count}, {stride}, offset, "uint8"),
                      int64_arg(static_cast<std::int64_t>(value))});
     }
 
-    // A copy between two live buffers that some worker reaches, with no overlap within one buffer, in `staged`;
-    // a fill where the two picked have no such copy.
-    json plan_copy(std::map<std::string, std::vector<std::uint8_t>>& staged, const std::string& name) {
-        const std::string from = any_live();
-        const std::string to = any_live();
-        const Buffer& a = live_.at(from);
-        const Buffer& b = live_.at(to);
-        if ((a.host == b.host && !a.device.empty() && !b.device.empty() && a.device != b.device) || from == to) {
-            return plan_fill(staged, name);
-        }
-        const auto& in = staged.at(from);
-        auto& out = staged.at(to);
-        const std::uint64_t length = 1 + below(std::min(in.size(), out.size()));
-        const std::uint64_t src = below(in.size() - length + 1);
-        const std::uint64_t dst = below(out.size() - length + 1);
-        std::copy(in.begin() + static_cast<std::ptrdiff_t>(src), in.begin() + static_cast<std::ptrdiff_t>(src + length),
-                  out.begin() + static_cast<std::ptrdiff_t>(dst));
+    // `length` bytes from `src` of one live buffer to `dst` of another (or the same one).
+    struct CopyPlan {
+        std::string from;
+        std::string to;
+        std::uint64_t length = 0;
+        std::uint64_t src = 0;
+        std::uint64_t dst = 0;
+        bool reachable = true;    // some chip or sub reaches both buffers
+        bool overlapping = false; // within one buffer, the two ranges share a byte
+    };
+
+    CopyPlan pick_copy() {
+        CopyPlan p{any_live(), any_live()};
+        const Buffer& a = live_.at(p.from);
+        const Buffer& b = live_.at(p.to);
+        p.length = 1 + below(std::min(a.bytes.size(), b.bytes.size()));
+        p.src = below(a.bytes.size() - p.length + 1);
+        p.dst = below(b.bytes.size() - p.length + 1);
+        // No chip reaches the device memory of both backends.
+        p.reachable = !(a.host == b.host && !a.device.empty() && !b.device.empty() && a.device != b.device);
+        p.overlapping = p.from == p.to && p.src < p.dst + p.length && p.dst < p.src + p.length;
+        return p;
+    }
+
+    // The copy's task, on the output's host: within a host a copy that touches device memory runs on a chip; one
+    // across hosts on any worker of the output's host (the bytes move over the link, staged where they are device
+    // memory).
+    json copy_task(const CopyPlan& p, const std::string& name) {
+        const Buffer& a = live_.at(p.from);
+        const Buffer& b = live_.at(p.to);
         const std::string on = worker_on(b.host, a.host != b.host ? "" : a.device.empty() ? b.device : a.device);
         return task(name, "copy", on,
-                    {tensor_arg(from, "input", {length}, {}, src, "uint8"),
-                     tensor_arg(to, "output", {length}, {}, dst, "uint8")});
+                    {tensor_arg(p.from, "input", {p.length}, {}, p.src, "uint8"),
+                     tensor_arg(p.to, "output", {p.length}, {}, p.dst, "uint8")});
+    }
+
+    static void apply_copy(std::map<std::string, Buffer>& models, const CopyPlan& p) {
+        const auto& in = models.at(p.from).bytes;
+        const std::vector<std::uint8_t> bytes(in.begin() + static_cast<std::ptrdiff_t>(p.src),
+                                              in.begin() + static_cast<std::ptrdiff_t>(p.src + p.length));
+        std::copy(bytes.begin(), bytes.end(), models.at(p.to).bytes.begin() + static_cast<std::ptrdiff_t>(p.dst));
+    }
+
+    void copy() {
+        const CopyPlan p = pick_copy();
+        const std::string name = "copy" + std::to_string(requests_);
+        if (!p.reachable) {
+            const json r = submit(task(
+                name, "copy", worker_on(live_.at(p.from).host, live_.at(p.from).device),
+                {tensor_arg(p.from, "input", {1}, {}, 0, "uint8"), tensor_arg(p.to, "output", {1}, {}, 0, "uint8")}));
+            return expect_refused(r, {"UNREACHABLE_BUFFER"});
+        }
+        const json r = submit(copy_task(p, name));
+        if (p.overlapping) {
+            return expect_refused(r, {"OVERLAPPING_WRITES"});
+        }
+        accepted(r);
+        apply_copy(live_, p);
     }
 
     // A `run` of 2 to 6 fills and copies whose dependencies the daemon infers in graph order, as the model applies
     // them; now and then waited for. One graph in five carries a bad task (a view past its buffer's end, or a name
     // used twice): then every task is rejected, naming the bad one, and nothing runs.
     void graph() {
-        std::map<std::string, std::vector<std::uint8_t>> staged;
-        for (const auto& [id, buffer] : live_) {
-            staged[id] = buffer.bytes;
-        }
+        std::map<std::string, Buffer> staged = live_;
         const std::size_t n = 2 + below(5);
         json tasks = json::array();
         for (std::size_t i = 0; i < n; ++i) {
             const std::string name = "g" + std::to_string(requests_) + "." + std::to_string(i);
-            tasks.push_back(below(2) == 0 ? plan_fill(staged, name) : plan_copy(staged, name));
+            const CopyPlan p = below(2) == 0 ? pick_copy() : CopyPlan{};
+            if (p.from.empty() || !p.reachable || p.overlapping) {
+                tasks.push_back(plan_fill(staged, name));
+            } else {
+                apply_copy(staged, p);
+                tasks.push_back(copy_task(p, name));
+            }
         }
         const bool bad = below(5) == 0;
         const std::size_t at = 1 + below(n - 1);
@@ -494,12 +496,7 @@ private:
             tasks[at]["name"] = tasks[0]["name"];
             code = "BAD_REQUEST";
         } else if (bad) {
-            const std::string id = any_live();
-            const std::uint64_t size = live_.at(id).bytes.size();
-            tasks[at] =
-                task(tasks[at]["name"], "fill", worker_on(live_.at(id).host, live_.at(id).device),
-                     {tensor_arg(id, "output", {8}, {}, size - below(std::min<std::uint64_t>(size, 4)), "uint8"),
-                      int64_arg(1)});
+            tasks[at] = past_end_fill(tasks[at]["name"].get<std::string>());
             code = "INVALID_TENSOR";
         }
         const bool wait = !bad && below(4) == 0;
@@ -521,9 +518,7 @@ private:
                    "a rejected graph's task " + std::to_string(i) + " is not " + expected + ": " + t.dump());
         }
         if (!bad) {
-            for (auto& [id, buffer] : live_) {
-                buffer.bytes = std::move(staged.at(id));
-            }
+            live_ = std::move(staged);
         }
     }
 

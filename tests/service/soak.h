@@ -3,13 +3,13 @@
 // their own (posix_shm and sim_vmm creations; writes and reads as base64 and as attachments; fd hand-overs whose
 // mappings are read and written; fills and copies on every worker, alone and in graphs; sleeps that hold views;
 // cancels, also of a sleep that a fill in its graph depends on, and of a sleep that covers another task's view with
-// the buffer's release or a write queued behind it; releases), valid and invalid, without waiting for their tasks. Each client keeps a byte model of its buffers
-// and applies every request the daemon accepts in the order it sent them, which is the order the daemon promises
-// (docs/control-protocol.md: tasks and transfers over the same bytes run in submission order, a release after the
-// tasks before it; a graph's tasks in graph order). Every read must equal the model, every accepted task must
-// complete (or fail with the code its cancelled dependency earns it), every refusal must carry the code the
-// request earns, a graph with one bad task must run none, and the daemon must end whole, with nothing failed that
-// should not have.
+// the buffer's release or a write queued behind it; releases), valid and invalid, without waiting for their tasks. Each
+// client keeps a byte model of its buffers and applies every request the daemon accepts in the order it sent them,
+// which is the order the daemon promises (docs/control-protocol.md: tasks and transfers over the same bytes run in
+// submission order, a release after the tasks before it; a graph's tasks in graph order). Every read must equal the
+// model, every accepted task must complete (or fail with the code its cancelled dependency earns it), every refusal
+// must carry the code the request earns, a graph with one bad task must run none, and the daemon must end whole, with
+// nothing failed that should not have.
 
 #include "fixture.h"
 #include "helpers.h"

@@ -94,34 +94,23 @@ void LaunchQueue::seal_idle(cuda::CuStream stream, const std::function<bool()>& 
     std::size_t count = 0;
     {
         std::lock_guard lock(mu_);
-        // With the reporting thread asleep, nothing was sealed before (it sleeps only then): this batch is all.
-        const bool alone = reporter_waiting_ && sealed_ == 0;
-        event = seal_locked(stream);
-        if (event == NO_EVENT) {
-            return; // nothing to seal, or the record poisoned the queue (which woke the reporting thread)
-        }
-        if (!alone) {
-            if (reporter_waiting_) {
-                sealed_cv_.notify_one();
+        // The reporting thread sleeps only with nothing sealed: then the batch sealed here is the only one.
+        if (reporter_waiting_ && sealed_ == 0) {
+            event = seal_locked(stream);
+            if (event == NO_EVENT) {
+                return; // nothing to seal, or the record poisoned the queue (which woke the reporting thread)
             }
-            return;
+            inline_ = true;
+            count = size_;
         }
-        inline_ = true;
-        count = size_;
+    }
+    if (event == NO_EVENT) {
+        seal(stream); // the reporting thread is awake, or has batches of its own
+        return;
     }
     bool done = false;
     try {
-        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(SPIN_US);
-        for (std::uint32_t i = 0;; ++i) {
-            if (events_[event].query()) {
-                done = true;
-                break;
-            }
-            if (frame_waiting() || (i % 64 == 63 && std::chrono::steady_clock::now() >= until)) {
-                break;
-            }
-            ipc::spin_pause(i);
-        }
+        done = poll(events_[event], &frame_waiting);
     } catch (const cuda::CudaError& e) {
         std::lock_guard lock(mu_);
         inline_ = false;
@@ -225,15 +214,23 @@ void LaunchQueue::idle_spin(std::uint64_t seen) const noexcept {
     }
 }
 
-void LaunchQueue::wait_for(const cuda::Event& event) const {
+bool LaunchQueue::poll(const cuda::Event& event, const std::function<bool()>* give_up) const {
     const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(SPIN_US);
-    for (std::uint32_t i = 0; std::chrono::steady_clock::now() < until; ++i) {
+    for (std::uint32_t i = 0;; ++i) {
         if (event.query()) {
-            return;
+            return true;
+        }
+        if ((give_up != nullptr && (*give_up)()) || (i % 64 == 63 && std::chrono::steady_clock::now() >= until)) {
+            return false;
         }
         ipc::spin_pause(i);
     }
-    event.synchronize();
+}
+
+void LaunchQueue::wait_for(const cuda::Event& event) const {
+    if (!poll(event, nullptr)) {
+        event.synchronize();
+    }
 }
 
 void LaunchQueue::publish(std::size_t count, bool failed) {

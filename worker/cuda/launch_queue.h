@@ -88,7 +88,10 @@ private:
     void report_loop();
     // Returns once signals_ moved from `seen`, or after IDLE_SPIN_US.
     void idle_spin(std::uint64_t seen) const noexcept;
-    // Waits for `event` (spin, then block). Throws CudaError.
+    // Polls `event` for up to SPIN_US, and until `give_up` (when given) returns true; whether it completed.
+    // Throws CudaError.
+    bool poll(const cuda::Event& event, const std::function<bool()>* give_up) const;
+    // Waits for `event` (poll, then block). Throws CudaError.
     void wait_for(const cuda::Event& event) const;
     // Publishes the oldest `count` entries, succeeded, or `failed` with the poison's text. REQUIRES mu_ not held.
     void publish(std::size_t count, bool failed);
