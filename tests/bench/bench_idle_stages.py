@@ -100,6 +100,10 @@ def main() -> int:
     }
     with open(os.path.join(state, "config.json"), "w") as f:
         json.dump(config, f)
+    if not os.access(args.canopyd, os.X_OK):
+        print(f"bench_idle_stages: no canopyd at {args.canopyd} (build it, or name one with --canopyd)",
+              file=sys.stderr)
+        return 1
     log_path = os.path.join(state, "canopyd.log")
     log = open(log_path, "w")
     daemon = subprocess.Popen([args.canopyd, "--config", os.path.join(state, "config.json")], stderr=log)
@@ -115,8 +119,12 @@ def main() -> int:
                     raise OSError("workers starting")
             except OSError:
                 if daemon.poll() is not None or time.monotonic() > deadline:
-                    print(f"bench_idle_stages: canopyd did not come up (exit {daemon.poll()}; its log: {log_path})",
-                          file=sys.stderr)
+                    log.flush()
+                    with open(log_path) as f:
+                        lines = f.read().strip().splitlines()
+                    last = lines[-1] if lines else "(nothing logged)"
+                    print(f"bench_idle_stages: canopyd did not come up (exit {daemon.poll()}): {last}\n"
+                          f"  its log: {log_path}", file=sys.stderr)
                     return 1
                 time.sleep(0.05)
         buffer = conn.request({"op": "buffer.create", "bytes": 4096})["buffer"]["id"]
