@@ -3,6 +3,7 @@
 #   build/        the normal build (RelWithDebInfo): the whole Catch2 suite through ctest
 #   build-asan/   clang: the same suite under AddressSanitizer + UndefinedBehaviorSanitizer, and the libFuzzer
 #                 targets, each run for a fixed time, $(nproc) at a time
+#   build-tsan/   clang: the same suite under ThreadSanitizer (tests/tsan.supp names what it cannot see into)
 #   python/       the Python client's pytest suite, in build/python-venv, against build/daemon/canopyd
 # Installs missing dependencies first. Exits non-zero on the first failure.
 # Environment: CANOPY_FUZZ_SECONDS (default 40) is the time given to fuzz_decode_task_args; the other
@@ -168,6 +169,43 @@ if [ "${CANOPY_SKIP_FUZZ:-0}" != 1 ]; then
   done
   rm -rf "$fuzz_logs"
   [ "$fuzz_failed" = 0 ] || { echo "a fuzz target found a failure (its report is above)"; exit 1; }
+fi
+
+if [ "${CANOPY_SKIP_TSAN:-0}" != 1 ]; then
+  # ThreadSanitizer cannot share a build with ASan. Its reports inside gRPC, protobuf, Abseil and OpenSSL are
+  # suppressed (tests/tsan.supp): Debian builds those libraries without TSan, so it sees their memory accesses but
+  # not the atomics that order them, and reports races that are not there. Races in canopy's own code, on
+  # canopy's threads or in its callbacks from gRPC's, are reported and fail the test.
+  build_tsan="build-tsan"
+  stage "ThreadSanitizer build (clang)"
+  if [ -f "$build_tsan/CMakeCache.txt" ] &&
+    ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*clang++' "$build_tsan/CMakeCache.txt"; then
+    rm -rf "$build_tsan/CMakeCache.txt" "$build_tsan/CMakeFiles"
+  fi
+  cmake -S . -B "$build_tsan" -G Ninja "${launcher[@]}" "${fatbin[@]}" -DCMAKE_C_COMPILER=clang \
+    -DCMAKE_CXX_COMPILER=clang++ -DCANOPY_SANITIZE_THREAD=ON -DCANOPY_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
+  ninja -C "$build_tsan" -j "$jobs"
+  stage "tests under ThreadSanitizer"
+  check_ctest_entries "$build_tsan"
+  # Every process writes its reports to a file of its own under $tsan_logs (a daemon's stderr is its log, which
+  # its test removes), and any report fails the stage, whether or not its test noticed.
+  tsan_logs=$(mktemp -d)
+  tsan_rc=0
+  # The protocol, config and scheduler suites test code that runs on one thread; the ASan stage covers them.
+  TSAN_OPTIONS="second_deadlock_stack=1 log_path=$tsan_logs/report suppressions=$root/tests/tsan.supp" \
+    ctest --test-dir "$build_tsan" --output-on-failure -j "$test_jobs" --output-junit ctest-junit.xml \
+    -E '^test_(protocol|config|scheduler):' || tsan_rc=$?
+  count_results "$build_tsan/ctest-junit.xml"
+  if [ -n "$(ls -A "$tsan_logs")" ]; then
+    echo "ThreadSanitizer reported (one file per process):"
+    for report in "$tsan_logs"/*; do
+      printf -- '---- %s\n' "$(basename "$report")"
+      cat "$report"
+    done
+    tsan_rc=1
+  fi
+  rm -rf "$tsan_logs"
+  [ "$tsan_rc" = 0 ] || exit "$tsan_rc"
 fi
 
 stage "all stages passed"

@@ -37,7 +37,7 @@ std::string loopback(std::uint16_t port) {
 json l3_config(const std::string& name, const std::string& listen, const json& tls, const json& extra) {
     json config = {
         {"node", {{"name", name}, {"level", 3}, {"chips", {{{"device", 0}, {"backend", "sim"}}}}, {"subs", 1}}},
-        {"serve", {{"listen", listen}, {"tls", tls}, {"lost_after_ms", 1000}}},
+        {"serve", {{"listen", listen}, {"tls", tls}, {"lost_after_ms", DEFAULT_LOST_AFTER_MS}}},
         {"supervision", {{"backoff_initial_ms", 10}, {"backoff_max_ms", 200}, {"drain_timeout_ms", 2000}}},
         {"testing", {{"fault_kernels", true}}},
         {"log", {{"level", "debug"}}}};

@@ -3,6 +3,7 @@
 // nodes are remote, and waits on what the L4's status and the daemons' logs say. Plain functions; safe from any
 // thread.
 
+#include "tests/sanitizers.h"
 #include "tests/service/fixture.h"
 #include "tests/service/helpers.h"
 
@@ -20,14 +21,19 @@ std::uint16_t free_tcp_port();
 // "127.0.0.1:PORT".
 std::string loopback(std::uint16_t port);
 
+// How long a link or a node waits to hear from its peer before it counts it lost, where a test names no other
+// time. Under the sanitizers a test's daemons share two CPUs with three other tests' and run 5 to 15 times slower,
+// and a heartbeat due every quarter of it can come a second late.
+inline constexpr std::int64_t DEFAULT_LOST_AFTER_MS = testing::SANITIZED ? 3000 : 1000;
+
 // A level-3 node `name` with one sim chip and one sub that serves an L4 on `listen` with `tls` ("insecure" or
-// the TLS object); `extra` is merged over the top level.
+// the TLS object) and counts it lost after DEFAULT_LOST_AFTER_MS; `extra` is merged over the top level.
 nlohmann::json l3_config(const std::string& name, const std::string& listen, const nlohmann::json& tls,
                          const nlohmann::json& extra = nlohmann::json::object());
 
 // One remote node entry of an L4's nodes.
 nlohmann::json remote_node(const std::string& name, const std::string& address, const nlohmann::json& tls,
-                           std::int64_t lost_after_ms = 1000);
+                           std::int64_t lost_after_ms = DEFAULT_LOST_AFTER_MS);
 
 // A level-4 node "rack" with one sub and `nodes`; short back-off, so that links reconnect within 200 ms.
 nlohmann::json l4_config(const std::vector<nlohmann::json>& nodes,

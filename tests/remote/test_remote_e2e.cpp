@@ -4,6 +4,7 @@
 #include "protocol/task_args.h"
 #include "remote/canopy_remote.grpc.pb.h"
 #include "tests/remote/remote_fixture.h"
+#include "tests/sanitizers.h"
 
 #include <catch2/catch.hpp>
 #include <csignal>
@@ -137,9 +138,12 @@ TEST_CASE("a remote host that stops answering (SIGSTOP) is lost after lost_after
 TEST_CASE("an L4 whose remote host does not answer starts and serves, and attaches the host once it appears",
           "[remote]") {
     const std::uint16_t port = free_tcp_port();
-    // A restart budget of 1: the link's attempts never spend it, so /hb is never marked dead.
+    // A restart budget of 1: the link's attempts never spend it, so /hb is never marked dead. Each attempt must
+    // hear the refused connection before lost_after passes, or it reports no answer instead; under TSan a link
+    // process takes about a second to start gRPC and learn of the refusal.
+    const int lost_after_ms = canopy::testing::SANITIZED ? 5000 : 500;
     Daemon rack(
-        l4_config({remote_node("hb", loopback(port), "insecure", 500)},
+        l4_config({remote_node("hb", loopback(port), "insecure", lost_after_ms)},
                   {{"supervision", {{"restart_budget", 1}, {"backoff_initial_ms", 10}, {"backoff_max_ms", 200}}}}));
     const json status = rack.cli_json({"status"});
     CHECK(worker_at(status, "/hb").at("state") != "running");

@@ -157,7 +157,7 @@ TEST_CASE("SIGKILL of a remote canopyd between namespaces fails its task and the
     TestNetwork net({"rack", "hb"});
     auto hb = std::make_unique<Daemon>(l3_config("hb", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS),
                                        std::map<std::string, std::string>{}, net.enter("hb"));
-    Daemon rack(l4_config({remote_node("hb", at(net, "hb"), "insecure", 600)}, INSECURE_PEERS), {}, net.enter("rack"));
+    Daemon rack(l4_config({remote_node("hb", at(net, "hb"), "insecure")}, INSECURE_PEERS), {}, net.enter("rack"));
     REQUIRE(eventually_running(rack, "/hb/sub0"));
     const auto first_pid = worker_at(rack.cli_json({"status"}), "/hb/sub0").at("pid");
     const json slow = rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:3000"});

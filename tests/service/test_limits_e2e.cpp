@@ -163,7 +163,7 @@ TEST_CASE("a client that pipelines 600 buffer reads and reads none keeps canopyd
           "[service][limits][transfer]") {
     // The session takes no request while 64 replies are owed or its queued replies pass the byte budget, and
     // logs once they have passed it; N requests are enough for their replies to pass it.
-#ifdef CANOPY_SANITIZED
+#if defined(CANOPY_SANITIZED) || defined(CANOPY_TSAN)
     // Under the sanitizers the daemon and this client move base64 about 25 times slower, and ASan's shadow
     // memory blurs RSS: replies of 64 KiB (about 8.5 MiB of base64 in all) against a budget of 1 MiB cross it
     // the same way, and the bound on memory is checked by the normal build alone. Every wait is longer too.
