@@ -3,7 +3,7 @@
 #   build/        the normal build (RelWithDebInfo): the whole Catch2 suite through ctest
 #   build-asan/   clang: the same suite under AddressSanitizer + UndefinedBehaviorSanitizer, and the libFuzzer
 #                 targets, each run for a fixed time, $(nproc) at a time
-#   build-tsan/   clang: the same suite under ThreadSanitizer (tests/tsan.supp names what it cannot see into)
+#   build-tsan/   clang: the suites of threaded code under ThreadSanitizer (tests/tsan.supp: what it cannot see into)
 #   python/       the Python client's pytest suite, in build/python-venv, against build/daemon/canopyd
 # Installs missing dependencies first. Exits non-zero on the first failure.
 # Environment: CANOPY_FUZZ_SECONDS (default 40) is the time given to fuzz_decode_task_args; the other
@@ -174,8 +174,8 @@ fi
 if [ "${CANOPY_SKIP_TSAN:-0}" != 1 ]; then
   # ThreadSanitizer cannot share a build with ASan. Its reports inside gRPC, protobuf, Abseil and OpenSSL are
   # suppressed (tests/tsan.supp): Debian builds those libraries without TSan, so it sees their memory accesses but
-  # not the atomics that order them, and reports races that are not there. Races in canopy's own code, on
-  # canopy's threads or in its callbacks from gRPC's, are reported and fail the test.
+  # not the atomics that order them, and reports races that are not there. A race between canopy's own threads is
+  # reported and fails the stage; one between two callbacks that gRPC runs is suppressed with the rest.
   build_tsan="build-tsan"
   stage "ThreadSanitizer build (clang)"
   if [ -f "$build_tsan/CMakeCache.txt" ] &&
