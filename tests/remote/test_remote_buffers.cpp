@@ -130,7 +130,7 @@ TEST_CASE("a remote host's buffers go stale with its session, and the node relea
         CHECK(error_code_of(o.json()) == "STALE_BUFFER");
     }
 
-    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure", 1000)}));
+    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure")}));
     REQUIRE(eventually_running(rack, "/hb/sub0"));
     const std::string id = rack.cli_json({"buffer", "create", "--bytes", "4096", "--on", "hb"}).at("id");
     // The host dies: its buffer is stale at the L4, naming the host and why, and stays so when a new canopyd
