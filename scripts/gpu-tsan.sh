@@ -20,7 +20,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
 case "${1:-}" in
---stage | --prebuilt) mode=${1#--}; dir=${2:?"$1 needs a directory"} ;;
+--stage | --prebuilt)
+  mode=${1#--}
+  dir=${2:-}
+  [ -n "$dir" ] || { echo "gpu-tsan: $1 needs a directory" >&2; exit 2; }
+  ;;
 *) echo "usage: $0 --stage DIR | --prebuilt DIR [SEEDS]" >&2; exit 2 ;;
 esac
 binaries=(daemon/canopyd cli/canopy tests/cuda/test_cuda_chip tests/service/test_service)
@@ -48,7 +52,14 @@ if [ "$mode" = stage ]; then
 fi
 
 seeds=${3:-20}
-staged=$(cd "$dir" && pwd) || exit 2
+if [ ! -d "$dir" ]; then
+  echo "gpu-tsan: no folder $dir; stage one on a build machine with '$0 --stage $dir' and copy it here" >&2
+  exit 2
+fi
+staged=$(cd "$dir" && pwd)
+case "$seeds" in
+'' | *[!0-9]*) echo "gpu-tsan: SEEDS must be a count of soak seeds, not '$seeds'" >&2; exit 2 ;;
+esac
 for binary in "${binaries[@]}"; do
   [ -x "$staged/$(basename "$binary")" ] || { echo "gpu-tsan: no $(basename "$binary") in $dir" >&2; exit 2; }
 done
