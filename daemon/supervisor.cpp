@@ -384,7 +384,6 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why, EndCau
         inc->control_thread.join();
     }
     std::vector<std::pair<TaskCallback, TaskResult>> results;
-    std::string line;
     bool dead = false;
     bool repeated = false;
     {
@@ -433,8 +432,14 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why, EndCau
         // attempts after that are logged at debug until something changes.
         repeated = slot.lost && lost == 0 && slot.lost_reason == slot.last_lost_reason;
         slot.last_lost_reason = slot.lost ? slot.lost_reason : std::string();
-        line = after_death_locked(slot, cause, inc->pid, lost, uptime);
+        const std::string line = after_death_locked(slot, cause, inc->pid, lost, uptime);
         dead = slot.state == WorkerState::DEAD;
+        // Written under the slot's lock, like every line of a start that failed: the restart it announces spawns
+        // under this lock, and the housekeeping thread takes every slot's lock before it waits for that restart,
+        // so the journal never shows the worker up again before the line that says it died.
+        if (!line.empty()) {
+            log_->log(dead ? spdlog::level::err : repeated ? spdlog::level::debug : spdlog::level::warn, "{}", line);
+        }
         if (dead) {
             fail_all_locked(slot, ErrorCode::WORKER_DIED,
                             "worker " + slot.path + " is dead after " + std::to_string(slot.restarts) +
@@ -443,9 +448,6 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why, EndCau
         } else if (slot.state == WorkerState::STOPPED) {
             fail_all_locked(slot, ErrorCode::WORKER_DIED, "worker " + slot.path + " stopped", results);
         }
-    }
-    if (!line.empty()) {
-        log_->log(dead ? spdlog::level::err : repeated ? spdlog::level::debug : spdlog::level::warn, "{}", line);
     }
     notify_events();
     deliver(results);

@@ -9,23 +9,50 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <spdlog/logger.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <string>
+#include <string_view>
 #include <sys/types.h>
 #include <thread>
 #include <vector>
 
 namespace canopy::testing {
 
-// A logger that keeps its last lines for the test to read.
+// A sink that runs `hold` for each line containing `text` before the sinks after it see the line: a slow journal,
+// for tests of what the daemon lets happen before a line of its log is written.
+class HoldingSink : public spdlog::sinks::base_sink<std::mutex> {
+public:
+    HoldingSink(std::string text, std::function<void()> hold) : text_(std::move(text)), hold_(std::move(hold)) {}
+
+protected:
+    void sink_it_(const spdlog::details::log_msg& msg) override {
+        if (std::string_view(msg.payload.data(), msg.payload.size()).find(text_) != std::string_view::npos) {
+            hold_();
+        }
+    }
+    void flush_() override {}
+
+private:
+    std::string text_;
+    std::function<void()> hold_;
+};
+
+// A logger that keeps its last lines for the test to read. With `held_text`, each line containing it reaches the
+// test only once `hold` has returned (HoldingSink).
 struct CapturedLog {
     std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(4096);
     std::shared_ptr<spdlog::logger> logger = std::make_shared<spdlog::logger>("daemon", sink);
 
-    CapturedLog() {
+    CapturedLog() : CapturedLog({}, nullptr) {}
+    CapturedLog(const std::string& held_text, std::function<void()> hold) {
         sink->set_pattern("%l %v");
         logger->set_level(spdlog::level::debug);
+        if (!held_text.empty()) {
+            logger->sinks().insert(logger->sinks().begin(), std::make_shared<HoldingSink>(held_text, std::move(hold)));
+        }
     }
     std::vector<std::string> lines() const { return sink->last_formatted(); }
     // Lines that contain every one of `parts`.
