@@ -291,21 +291,21 @@ TEST_CASE("a node takes back the queued tasks of an L4 session that ended, and r
     {
         Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure")}));
         REQUIRE(eventually_running(rack, "/hb/sub0"));
-        // hb's own client fills its sub's mailbox (64 frames) with tasks of 100 ms; the L4's 20 tasks then wait in
-        // hb's supervisor, each for a tenth of a second more than the one before.
-        const auto graph = [](const std::string& on, int n, int ms) {
+        // hb's own client fills its sub's mailbox (64 frames) with a task of 5 s and 63 short ones behind it; the
+        // L4's 20 tasks then wait in hb's supervisor until the first task ends, however long they took to arrive.
+        const auto graph = [](const std::string& on, int n, int first_ms, int ms) {
             json tasks = json::array();
             for (int i = 0; i < n; ++i) {
                 tasks.push_back({{"name", "t" + std::to_string(i)},
                                  {"kernel", "sleep_ms"},
                                  {"on", on},
-                                 {"args", {{{"scalar", {{"int64", ms}}}}}}});
+                                 {"args", {{{"scalar", {{"int64", i == 0 ? first_ms : ms}}}}}}});
             }
             return json{{"tasks", tasks}}.dump();
         };
-        std::ofstream(hb.dir() / "local.json") << graph("sub0", 64, 100);
+        std::ofstream(hb.dir() / "local.json") << graph("sub0", 64, 5000, 1);
         REQUIRE(hb.cli({"run", (hb.dir() / "local.json").string()}).rc == 0);
-        std::ofstream(rack.dir() / "remote.json") << graph("hb/sub0", 20, 30);
+        std::ofstream(rack.dir() / "remote.json") << graph("hb/sub0", 20, 30, 30);
         REQUIRE(rack.cli({"run", (rack.dir() / "remote.json").string()}).rc == 0);
         // The L4's tasks reach hb, where they wait behind the local ones (no local task waits: the mailbox holds
         // them all).
