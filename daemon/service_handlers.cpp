@@ -84,8 +84,13 @@ void Service::handle(const json& request, RawRun* run, const Peer& peer, Reply r
             handle_buffer_fd(request, reply, peer);
             return;
         } else if (op == "tasks") {
-            std::lock_guard lock(mu_);
-            result = {{"tasks", book_.list()}};
+            std::string members;
+            {
+                std::lock_guard lock(mu_);
+                members = book_.list_members();
+            }
+            reply(Response::members(std::move(members)));
+            return;
         } else if (op == "metrics") {
             result = {{"text", render_metrics()}};
         } else if (op == "module.load") {

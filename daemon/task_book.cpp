@@ -117,23 +117,29 @@ std::vector<std::function<void()>> TaskBook::finish(std::uint64_t id, const std:
     return callbacks;
 }
 
-std::vector<nlohmann::json> TaskBook::list() const {
+std::string TaskBook::list_members() const {
     std::vector<const TaskRecord*> all;
+    all.reserve(live_.size() + done_order_.size());
     for (const auto& [id, t] : live_) {
         if (t.listed) {
             all.push_back(&t);
         }
     }
     for (const auto id : done_order_) {
-        if (done_.at(id).listed) {
-            all.push_back(&done_.at(id));
+        if (const TaskRecord& t = done_.at(id); t.listed) {
+            all.push_back(&t);
         }
     }
     std::sort(all.begin(), all.end(), [](const TaskRecord* a, const TaskRecord* b) { return a->id < b->id; });
-    std::vector<nlohmann::json> out;
-    for (const auto* t : all) {
-        out.push_back(task_json(*t));
+    std::string out = "\"tasks\":[";
+    out.reserve(out.size() + all.size() * 192 + 1);
+    for (std::size_t i = 0; i < all.size(); ++i) {
+        if (i > 0) {
+            out += ',';
+        }
+        append_task_json(out, *all[i]);
     }
+    out += ']';
     return out;
 }
 

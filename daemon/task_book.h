@@ -78,7 +78,10 @@ public:
     // waiter's last task) and returns the task's on_finish callbacks.
     std::vector<std::function<void()>> finish(std::uint64_t id, const std::string& state, ErrorCode code,
                                               std::string message, std::uint64_t start_ns, std::uint64_t end_ns);
-    std::vector<nlohmann::json> list() const;
+    // Every task not yet finished and the history, by id, as the members of a `tasks` reply: `"tasks":[...]`. Text
+    // written from the records, with no JSON tree between: the caller holds the service's lock meanwhile, and the
+    // history may hold control.task_history (up to a million) tasks.
+    std::string list_members() const;
     std::size_t unfinished() const noexcept { return live_.size(); }
     std::vector<std::uint64_t> unfinished_ids() const;
 
