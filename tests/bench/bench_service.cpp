@@ -5,6 +5,8 @@
 //                       no-op task is compared with: the line "client_cpp_noop_task_us MEDIAN"), and through
 //                       Connection::submit and TaskFuture::get (a second connection waits)
 //   throughput          many clients submitting graphs of no-op tasks and waiting for them; tasks/s
+//   task listing        one `tasks` request over the full history the throughput left (control.task_history,
+//                       10 000 by default), against a baseline of moving the reply's bytes over a Unix socket
 // The service runs in this process (as canopyd runs it) with one sim chip and two subs.
 #include "bench.h"
 #include "client/connection.h"
@@ -203,6 +205,37 @@ bench::Result socket_round_trip(const std::string& path) {
     return r;
 }
 
+// Baseline for a reply of `bytes`: a one-byte request over a Unix stream socket answered with that many bytes by a
+// thread that has them ready, until the last byte is read.
+bench::Result socket_transfer(std::size_t bytes) {
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+        throw std::runtime_error("socketpair failed");
+    }
+    const std::string payload(bytes, 'x');
+    std::thread server([&] {
+        char c = 0;
+        try {
+            for (;;) {
+                read_all(pair[1], &c, 1);
+                write_all(pair[1], payload.data(), payload.size());
+            }
+        } catch (const std::exception&) {
+        }
+    });
+    std::string in(bytes, '\0');
+    const char c = 'r';
+    const auto r = bench::measure([&] {
+        write_all(pair[0], &c, 1);
+        read_all(pair[0], in.data(), in.size());
+    });
+    ::shutdown(pair[0], SHUT_RDWR);
+    server.join();
+    ::close(pair[0]);
+    ::close(pair[1]);
+    return r;
+}
+
 } // namespace
 
 int main() {
@@ -286,6 +319,17 @@ int main() {
     std::sort(rates.begin(), rates.end());
     std::printf("\nthroughput, %d clients x %d graphs of %d no-op tasks: median %.0f tasks/s (min %.0f, max %.0f)\n",
                 CLIENTS, ROUNDS, GRAPH, rates[rates.size() / 2], rates.front(), rates.back());
+    // The history is full now: every `tasks` request lists the same tasks.
+    const std::string list = frame(R"({"op":"tasks"})");
+    const std::string listed = exchange(fd, list);
+    const std::size_t listed_tasks = json::parse(listed).at("tasks").size();
+    const auto listing = bench::measure([&] { bench::do_not_optimize(exchange(fd, list)); });
+    const auto transfer = socket_transfer(listed.size() + 4);
+    std::printf("\n");
+    bench::print_header();
+    bench::print_row("tasks, " + std::to_string(listed_tasks) + " tasks, " + std::to_string(listed.size()) + " bytes",
+                     listing, "the same bytes over a Unix socket", transfer);
+    std::printf("tasks listing: %.2f us per task\n", listing.median_ns / 1e3 / static_cast<double>(listed_tasks));
     std::printf("target one task <= 40000 ns median: %s (%.0f ns)\n", task.median_ns <= 40000 ? "met" : "missed",
                 task.median_ns);
     // For the Python benchmark, which runs the same task through its own client and compares.
