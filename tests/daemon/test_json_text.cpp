@@ -64,3 +64,37 @@ TEST_CASE("append_task_json lists a task's state, with an error only when it fai
     const json failed = task_json(t);
     CHECK(failed.at("error") == json{{"code", "DEPENDENCY_FAILED"}, {"message", "task 'a' failed:\n\"why\""}});
 }
+
+TEST_CASE("a tasks listing is the unfinished tasks and the newest history by id, daemon steps left out", "[json]") {
+    TaskBook book(2);
+    const auto record = [](std::uint64_t id, const std::string& name, bool listed = true) {
+        TaskRecord t;
+        t.id = id;
+        t.name = name;
+        t.kernel = "sleep_ms";
+        t.on = "sub0";
+        t.listed = listed;
+        return t;
+    };
+    CHECK(book.list_members() == "\"tasks\":[]");
+    for (std::uint64_t id = 1; id <= 6; ++id) {
+        book.add(record(id, "t" + std::to_string(id) + " \"quoted\"", id != 4));
+    }
+    // Finished in another order than their ids; 4 is a daemon step, which takes no history.
+    for (const std::uint64_t id : std::initializer_list<std::uint64_t>{5, 1, 4, 2}) {
+        book.finish(id, "completed", ErrorCode::OK, "", 10 * id, 10 * id + 1);
+    }
+    book.finish(3, "failed", ErrorCode::KERNEL_FAILED, "no \"luck\"", 30, 31);
+    // A history of 2: 5, 1 and 2 finished before 3, and the newest two, 2 and 3, remain. 6 has not finished.
+    const json listed = json::parse("{" + book.list_members() + "}");
+    REQUIRE(listed.at("tasks").size() == 3);
+    std::vector<std::uint64_t> ids;
+    for (const auto& t : listed.at("tasks")) {
+        ids.push_back(t.at("id").get<std::uint64_t>());
+    }
+    CHECK(ids == std::vector<std::uint64_t>{2, 3, 6});
+    CHECK(listed.at("tasks")[0] == task_json(*book.find(2)));
+    CHECK(listed.at("tasks")[1].at("error") == json{{"code", "KERNEL_FAILED"}, {"message", "no \"luck\""}});
+    CHECK(listed.at("tasks")[2].at("state") == "queued");
+    CHECK(listed.at("tasks")[2].at("name") == "t6 \"quoted\"");
+}
