@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <google/protobuf/stubs/logging.h>
 #include <grpc/support/log.h>
 #include <grpcpp/security/auth_context.h>
 #include <limits>
@@ -34,18 +35,31 @@ std::mutex grpc_log_mu;
 std::shared_ptr<spdlog::logger> grpc_log; // guarded by grpc_log_mu
 std::string grpc_last_error;              // guarded by grpc_log_mu
 
-void log_from_grpc(gpr_log_func_args* args) {
+// One line of gRPC's or protobuf's log: an error at warning unless it repeats the last error, the rest at debug.
+void log_library_line(const char* library, bool error, const std::string& text) {
     std::lock_guard lock(grpc_log_mu);
-    if (!grpc_log || args == nullptr || args->message == nullptr) {
+    if (!grpc_log) {
         return;
     }
-    const std::string text(args->message);
-    if (args->severity == GPR_LOG_SEVERITY_ERROR && text != grpc_last_error) {
+    if (error && text != grpc_last_error) {
         grpc_last_error = text;
-        grpc_log->warn("grpc: {}", text);
+        grpc_log->warn("{}: {}", library, text);
     } else {
-        grpc_log->debug("grpc: {}", text);
+        grpc_log->debug("{}: {}", library, text);
     }
+}
+
+void log_from_grpc(gpr_log_func_args* args) {
+    if (args == nullptr || args->message == nullptr) {
+        return;
+    }
+    log_library_line("grpc", args->severity == GPR_LOG_SEVERITY_ERROR, args->message);
+}
+
+// Protobuf logs a message it refuses to parse (a string field that is not UTF-8, from a peer) on stderr by default,
+// outside the daemon's log format and its priorities.
+void log_from_protobuf(google::protobuf::LogLevel level, const char*, int, const std::string& message) {
+    log_library_line("protobuf", level >= google::protobuf::LOGLEVEL_ERROR, message);
 }
 
 } // namespace
@@ -56,6 +70,7 @@ void route_grpc_log(std::shared_ptr<spdlog::logger> log) {
         grpc_log = std::move(log);
     }
     gpr_set_log_function(log_from_grpc);
+    google::protobuf::SetLogHandler(log_from_protobuf);
 }
 
 std::shared_ptr<grpc::ServerCredentials> server_credentials(const config::TlsConfig& tls) {

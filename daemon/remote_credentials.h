@@ -40,9 +40,10 @@ int keepalive_interval_ms(std::chrono::milliseconds lost_after) noexcept;
 // from the node larger than MAX_NODE_MESSAGE_BYTES (daemon/remote_call.h).
 grpc::ChannelArguments channel_arguments(const config::RemoteConfig& remote);
 
-// gRPC's own log lines (handshake failures among them) go to `log`: its errors at warning the first time a text
-// is seen and at debug when it repeats the one before, the rest at debug. With a null `log` they are dropped
-// (a link child, whose failures reach its supervisor's log as the reason it was lost). Call before gRPC starts.
+// gRPC's and protobuf's own log lines (handshake failures, messages refused for a string that is not UTF-8) go to
+// `log`, as "grpc: ..." and "protobuf: ...": errors at warning the first time a text is seen and at debug when it
+// repeats the one before, the rest at debug. With a null `log` they are dropped (a link child, whose failures
+// reach its supervisor's log as the reason it was lost). Call before gRPC starts.
 void route_grpc_log(std::shared_ptr<spdlog::logger> log);
 
 // Why the calling peer is refused, or nullopt: with TLS the peer's certificate must name `tls.peer_name` (a DNS

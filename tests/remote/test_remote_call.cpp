@@ -2,6 +2,7 @@
 // with its exact error, and what they accept read back exactly.
 #include "daemon/chunk_message.h"
 #include "daemon/remote_call.h"
+#include "daemon/remote_credentials.h"
 #include "daemon/task_batch.h"
 #include "remote/canopy_remote.pb.h"
 
@@ -12,6 +13,8 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <grpcpp/support/slice.h>
 #include <memory>
+#include <spdlog/logger.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
 
 using namespace canopy;
 using daemon::RequestError;
@@ -382,4 +385,24 @@ TEST_CASE("a node's Hello is taken, or refused saying what is wrong", "[remote]"
     pb::Hello zero = hello;
     zero.set_owner_instance(std::string(16, '\0'));
     CHECK(daemon::hello_refusal(zero, 2) == "holds an all-zero buffer owner nonce");
+}
+
+TEST_CASE("protobuf's refusal of a string that is not UTF-8 goes to the daemon's log, at warning once", "[remote]") {
+    auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(16);
+    sink->set_pattern("%l %v");
+    auto log = std::make_shared<spdlog::logger>("daemon", sink);
+    log->set_level(spdlog::level::debug);
+    daemon::route_grpc_log(log);
+    // A TaskCall whose kernel (field 2, a string) is the byte 0xff, as a peer could send it.
+    const std::string wire("\x12\x01\xff", 3);
+    pb::TaskCall call;
+    CHECK_FALSE(call.ParseFromString(wire));
+    CHECK_FALSE(call.ParseFromString(wire));
+    daemon::route_grpc_log(nullptr);
+    CHECK_FALSE(call.ParseFromString(wire)); // dropped: nothing reaches stderr or the log
+    const std::vector<std::string> lines = sink->last_formatted();
+    REQUIRE(lines.size() == 2);
+    const std::string refused = "protobuf: String field 'canopy.remote.v1.TaskCall.kernel' contains invalid UTF-8";
+    CHECK_THAT(lines[0], Catch::StartsWith("warning " + refused));
+    CHECK_THAT(lines[1], Catch::StartsWith("debug " + refused));
 }
