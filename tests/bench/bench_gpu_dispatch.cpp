@@ -5,7 +5,8 @@
 //                   Supervisor::run on a cuda chip, one process per chip, from submit to the result
 //   canopy sleep_ms(0)  the dispatch path alone on the same cuda chip (a built-in that runs on its CPU)
 // Each is timed call by call: 200 warm-up calls, then 2000 timed ones; the table gives median and p10-p90 per
-// call and the ratio to the baseline, the last lines the median canopy adds against the target of 10 us.
+// call and the ratio to the baseline, then where a canopy task's time goes by the times its result carries, and
+// last the median canopy adds against the target of 10 us.
 // The supervisor (and its zygote) starts before this process initializes CUDA, as a forked process cannot use
 // a CUDA context of its parent. Without a GPU, or in a build without the CUDA Toolkit, it prints a "skipped:"
 // line and exits 0.
@@ -53,6 +54,36 @@ bench::Result per_call(F&& call) {
     return {bench::detail::percentile(ns, 50), bench::detail::percentile(ns, 10), bench::detail::percentile(ns, 90), 1,
             ns.size()};
 }
+
+std::uint64_t now_ns() {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+}
+
+// Where one task's time goes, from the times its result carries (the chip reads the same CLOCK_MONOTONIC as
+// steady_clock): submit -> the chip starts it, the chip's start -> its end (the launch, the kernel and the event
+// that reports it), the chip's end -> Supervisor::run returns. Keeps the last CALLS tasks.
+struct Hops {
+    std::vector<double> in, chip, out;
+    void add(std::uint64_t sent, const daemon::TaskResult& r, std::uint64_t back) {
+        if (in.size() == static_cast<std::size_t>(CALLS)) {
+            in.erase(in.begin());
+            chip.erase(chip.begin());
+            out.erase(out.begin());
+        }
+        in.push_back(static_cast<double>(r.start_ns) - static_cast<double>(sent));
+        chip.push_back(static_cast<double>(r.end_ns) - static_cast<double>(r.start_ns));
+        out.push_back(static_cast<double>(back) - static_cast<double>(r.end_ns));
+    }
+    void print(const char* what) {
+        for (auto* v : {&in, &chip, &out}) {
+            std::sort(v->begin(), v->end());
+        }
+        std::printf("%s, median us per hop: submit->chip start %.2f, chip start->end %.2f, chip end->result %.2f\n",
+                    what, bench::detail::percentile(in, 50) / 1000.0, bench::detail::percentile(chip, 50) / 1000.0,
+                    bench::detail::percentile(out, 50) / 1000.0);
+    }
+};
 
 daemon::SupervisorOptions one_cuda_chip(const std::filesystem::path& state) {
     daemon::SupervisorOptions o;
@@ -102,8 +133,17 @@ int main() {
         host_task.kernel = "sleep_ms";
         host_task.worker = "chip0";
         host_task.args.scalars.push_back(ScalarArg::i64(0));
-        const bench::Result canopy = per_call([&] { require_ok(sup.run(module_task)); });
-        const bench::Result dispatch = per_call([&] { require_ok(sup.run(host_task)); });
+        Hops module_hops;
+        Hops host_hops;
+        const auto timed = [&](const daemon::TaskRequest& task, Hops& hops) {
+            const std::uint64_t sent = now_ns();
+            const daemon::TaskResult r = sup.run(task);
+            const std::uint64_t back = now_ns();
+            require_ok(r);
+            hops.add(sent, r, back);
+        };
+        const bench::Result canopy = per_call([&] { timed(module_task, module_hops); });
+        const bench::Result dispatch = per_call([&] { timed(host_task, host_hops); });
 
         // The baseline, in this process, after the supervisor's zygote was forked.
         const cuda::Driver& driver = cuda::Driver::get();
@@ -122,6 +162,9 @@ int main() {
         bench::print_row("direct launch + sync (this process)", direct, "direct launch", direct);
         bench::print_row("canopy module task bench:empty (Supervisor::run)", canopy, "direct launch", direct);
         bench::print_row("canopy sleep_ms(0) on the cuda chip (dispatch only)", dispatch, "direct launch", direct);
+        std::printf("\n");
+        module_hops.print("bench:empty");
+        host_hops.print("sleep_ms(0)");
         const double added_us = (canopy.median_ns - direct.median_ns) / 1000.0;
         std::printf("\ndirect median %.2f us, canopy median %.2f us: canopy adds %.2f us at the median\n",
                     direct.median_ns / 1000.0, canopy.median_ns / 1000.0, added_us);
