@@ -10,11 +10,13 @@
 #include "worker/import_registry.h"
 #include "worker/worker_loop.h"
 
+#include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <optional>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <thread>
 #include <unistd.h>
@@ -261,6 +263,18 @@ int run_nested(const SupervisorOptions& options, const SpawnRequest& request, ip
     }
 }
 
+// A sub runs users' CPU kernels, so it never outranks the host's other work: a negative nice value, which canopyd
+// runs at under its unit so that its own hand-offs do not wait a scheduler slice each on a busy host
+// (docs/operations.md, "A busy host"), goes back to 0. Called while the process has one thread: Linux keeps a
+// nice value per thread, and the threads it starts inherit it.
+void sub_at_default_priority() noexcept {
+    errno = 0;
+    const int nice = ::getpriority(PRIO_PROCESS, 0);
+    if (errno == 0 && nice < 0) {
+        (void)::setpriority(PRIO_PROCESS, 0, 0);
+    }
+}
+
 } // namespace
 
 int run_child(const SupervisorOptions& options, const SpawnRequest& request, ipc::UniqueFd mailbox,
@@ -272,6 +286,9 @@ int run_child(const SupervisorOptions& options, const SpawnRequest& request, ipc
     switch (spec.kind) {
     case ChildKind::SIM_CHIP:
     case ChildKind::SUB: {
+        if (spec.kind == ChildKind::SUB) {
+            sub_at_default_priority();
+        }
         worker::WorkerSpec ws;
         ws.kind = spec.kind == ChildKind::SUB ? kernels::WorkerKind::SUB : kernels::WorkerKind::CHIP;
         ws.path = path;

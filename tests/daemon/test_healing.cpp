@@ -5,8 +5,11 @@
 #include "tests/skip.h"
 
 #include <catch2/catch.hpp>
+#include <cerrno>
+#include <cstring>
 #include <fcntl.h>
 #include <future>
+#include <optional>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -372,4 +375,27 @@ TEST_CASE("a standby zygote whose socket cannot be received for want of file des
     CHECK(sup.standby_zygote_pid() != standby);
     CHECK(sup.zygote_pid() == zygote);
     CHECK(sup.run(task("sleep_ms", "sub0", {}, {ScalarArg::i64(0)})).ok());
+}
+
+TEST_CASE("a sub goes back to the default priority, which chips and the zygote stay above with the supervisor",
+          "[daemon]") {
+    errno = 0;
+    const int before = ::getpriority(PRIO_PROCESS, 0);
+    REQUIRE(errno == 0);
+    if (::setpriority(PRIO_PROCESS, 0, -5) != 0) {
+        CANOPY_SKIP("raising this thread's priority needs root or CAP_SYS_NICE: " << std::strerror(errno));
+    }
+    // The zygote is forked from this thread, and every child from the zygote, each inheriting its nice value.
+    TempDir state;
+    std::optional<Supervisor> sup;
+    sup.emplace(l3_options(state.path, 1, 1));
+    sup->start();
+    REQUIRE(::setpriority(PRIO_PROCESS, 0, before) == 0);
+    const auto pids = worker_pids(*sup);
+    errno = 0;
+    CHECK(::getpriority(PRIO_PROCESS, static_cast<id_t>(sup->zygote_pid())) == -5);
+    CHECK(::getpriority(PRIO_PROCESS, static_cast<id_t>(pids.at("/chip0"))) == -5);
+    CHECK(::getpriority(PRIO_PROCESS, static_cast<id_t>(pids.at("/sub0"))) == 0);
+    CHECK(errno == 0);
+    CHECK(sup->run(task("sleep_ms", "sub0", {}, {ScalarArg::i64(0)})).ok());
 }
