@@ -137,7 +137,11 @@ TEST_CASE("a delay on the link below lost_after slows tasks and loses nothing", 
                                              std::chrono::milliseconds(100));
         address = loopback(relay->port());
     }
-    Daemon rack(l4_config({remote_node("hb", address, "insecure", 2000)}, INSECURE_PEERS), {}, net.enter("rack"));
+    // Keepalive pings go every lost_after / 3 and must be answered as soon: 667 ms against the 200 ms round trip,
+    // and under the sanitizers, which slow gRPC's threads several times, 1667 ms.
+    const std::int64_t lost_after_ms = canopy::testing::SANITIZED ? 5000 : 2000;
+    Daemon rack(l4_config({remote_node("hb", address, "insecure", lost_after_ms)}, INSECURE_PEERS), {},
+                net.enter("rack"));
     REQUIRE(eventually_running(rack, "/hb/sub0"));
     const auto begin = std::chrono::steady_clock::now();
     for (int i = 0; i < 3; ++i) {
