@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <google/protobuf/stubs/logging.h>
+#include <google/protobuf/stubs/logging.h> // SetLogHandler: protobuf declares it in its base-utilities folder
 #include <grpc/support/log.h>
 #include <grpcpp/security/auth_context.h>
 #include <limits>

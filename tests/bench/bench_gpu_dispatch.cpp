@@ -62,26 +62,28 @@ std::uint64_t now_ns() {
 
 // Where one task's time goes, from the times its result carries (the chip reads the same CLOCK_MONOTONIC as
 // steady_clock): submit -> the chip starts it, the chip's start -> its end (the launch, the kernel and the event
-// that reports it), the chip's end -> Supervisor::run returns. Keeps the last CALLS tasks.
+// that reports it), the chip's end -> Supervisor::run returns. Each call only appends (the room is reserved); the
+// medians are of the last CALLS tasks, those per_call times.
 struct Hops {
     std::vector<double> in, chip, out;
-    void add(std::uint64_t sent, const daemon::TaskResult& r, std::uint64_t back) {
-        if (in.size() == static_cast<std::size_t>(CALLS)) {
-            in.erase(in.begin());
-            chip.erase(chip.begin());
-            out.erase(out.begin());
+    Hops() {
+        for (auto* v : {&in, &chip, &out}) {
+            v->reserve(WARM_UP + CALLS);
         }
+    }
+    void add(std::uint64_t sent, const daemon::TaskResult& r, std::uint64_t back) {
         in.push_back(static_cast<double>(r.start_ns) - static_cast<double>(sent));
         chip.push_back(static_cast<double>(r.end_ns) - static_cast<double>(r.start_ns));
         out.push_back(static_cast<double>(back) - static_cast<double>(r.end_ns));
     }
-    void print(const char* what) {
-        for (auto* v : {&in, &chip, &out}) {
-            std::sort(v->begin(), v->end());
-        }
+    void print(const char* what) const {
+        const auto median_us = [](const std::vector<double>& all) {
+            std::vector<double> timed(all.end() - std::min<std::ptrdiff_t>(CALLS, std::ssize(all)), all.end());
+            std::sort(timed.begin(), timed.end());
+            return bench::detail::percentile(timed, 50) / 1000.0;
+        };
         std::printf("%s, median us per hop: submit->chip start %.2f, chip start->end %.2f, chip end->result %.2f\n",
-                    what, bench::detail::percentile(in, 50) / 1000.0, bench::detail::percentile(chip, 50) / 1000.0,
-                    bench::detail::percentile(out, 50) / 1000.0);
+                    what, median_us(in), median_us(chip), median_us(out));
     }
 };
 

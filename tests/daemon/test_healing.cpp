@@ -9,7 +9,6 @@
 #include <cstring>
 #include <fcntl.h>
 #include <future>
-#include <optional>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -387,15 +386,14 @@ TEST_CASE("a sub goes back to the default priority, which chips and the zygote s
     }
     // The zygote is forked from this thread, and every child from the zygote, each inheriting its nice value.
     TempDir state;
-    std::optional<Supervisor> sup;
-    sup.emplace(l3_options(state.path, 1, 1));
-    sup->start();
+    Supervisor sup(l3_options(state.path, 1, 1));
+    sup.start();
     REQUIRE(::setpriority(PRIO_PROCESS, 0, before) == 0);
-    const auto pids = worker_pids(*sup);
+    const auto pids = worker_pids(sup);
     errno = 0;
-    CHECK(::getpriority(PRIO_PROCESS, static_cast<id_t>(sup->zygote_pid())) == -5);
+    CHECK(::getpriority(PRIO_PROCESS, static_cast<id_t>(sup.zygote_pid())) == -5);
     CHECK(::getpriority(PRIO_PROCESS, static_cast<id_t>(pids.at("/chip0"))) == -5);
     CHECK(::getpriority(PRIO_PROCESS, static_cast<id_t>(pids.at("/sub0"))) == 0);
     CHECK(errno == 0);
-    CHECK(sup->run(task("sleep_ms", "sub0", {}, {ScalarArg::i64(0)})).ok());
+    CHECK(sup.run(task("sleep_ms", "sub0", {}, {ScalarArg::i64(0)})).ok());
 }
