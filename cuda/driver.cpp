@@ -44,6 +44,7 @@ void resolve_all(GetProcAddress get_proc, DriverApi& api) {
     CANOPY_RESOLVE(get_proc, api, cuStreamCreate);
     CANOPY_RESOLVE(get_proc, api, cuStreamSynchronize);
     CANOPY_RESOLVE(get_proc, api, cuStreamDestroy);
+    CANOPY_RESOLVE(get_proc, api, cuStreamWaitEvent);
     CANOPY_RESOLVE(get_proc, api, cuEventCreate);
     CANOPY_RESOLVE(get_proc, api, cuEventRecord);
     CANOPY_RESOLVE(get_proc, api, cuEventQuery);
@@ -103,6 +104,7 @@ CANOPY_SAME_PROTOTYPE(cuCtxSynchronize);
 CANOPY_SAME_PROTOTYPE(cuStreamCreate);
 CANOPY_SAME_PROTOTYPE(cuStreamSynchronize);
 CANOPY_SAME_PROTOTYPE(cuStreamDestroy);
+CANOPY_SAME_PROTOTYPE(cuStreamWaitEvent);
 CANOPY_SAME_PROTOTYPE(cuEventCreate);
 CANOPY_SAME_PROTOTYPE(cuEventRecord);
 CANOPY_SAME_PROTOTYPE(cuEventQuery);

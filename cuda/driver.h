@@ -70,6 +70,7 @@ struct DriverApi {
     CuStatus (*cuStreamCreate)(CuStream* stream, unsigned int flags) = nullptr;
     CuStatus (*cuStreamSynchronize)(CuStream stream) = nullptr;
     CuStatus (*cuStreamDestroy)(CuStream stream) = nullptr;
+    CuStatus (*cuStreamWaitEvent)(CuStream stream, CuEvent event, unsigned int flags) = nullptr;
     // events: completion of a chip's work, in stream order
     CuStatus (*cuEventCreate)(CuEvent* event, unsigned int flags) = nullptr;
     CuStatus (*cuEventRecord)(CuEvent event, CuStream stream) = nullptr;

@@ -4,8 +4,8 @@
 
 namespace canopy::cuda {
 
-Event::Event(const Driver& driver) : driver_(&driver) {
-    CANOPY_CU(driver, cuEventCreate, &event_, EVENT_DISABLE_TIMING | EVENT_BLOCKING_SYNC);
+Event::Event(const Driver& driver, Wait wait) : driver_(&driver) {
+    CANOPY_CU(driver, cuEventCreate, &event_, EVENT_DISABLE_TIMING | (wait == Wait::SLEEP ? EVENT_BLOCKING_SYNC : 0U));
 }
 
 Event::Event(Event&& other) noexcept : driver_(other.driver_), event_(std::exchange(other.event_, nullptr)) {}

@@ -1,7 +1,12 @@
 #pragma once
 // Event: a CUDA event of the current context (cuEventCreate), recorded on a stream to mark how far the stream's
-// work has come. Created without timing (cheaper to record and query) and with blocking synchronization, so a
-// thread that waits in synchronize() sleeps instead of spinning.
+// work has come. Created without timing (cheaper to record and query), and either
+//   Wait::SLEEP  with blocking synchronization: a thread in synchronize() sleeps until the GPU's interrupt for the
+//                event wakes it. The GPU raises that interrupt as records complete, waited for or not: with an
+//                event recorded per task, up to one interrupt per task, all taken by one CPU, where each cost the
+//                thread running there about 30 us on the H200 machines (docs/gpu.md);
+//   Wait::POLL   without it: no interrupt; query() is how it is waited for (synchronize() would spin or yield,
+//                by the context's scheduling flags).
 //
 // Ownership: move-only; REQUIRES the context it was created in to outlive it.
 // Thread safety: record() on the thread that queues work on the stream; query() and synchronize() may run on
@@ -13,8 +18,10 @@ namespace canopy::cuda {
 
 class Event {
 public:
+    enum class Wait { SLEEP, POLL };
+
     // Creates an event in the current context. Throws CudaError.
-    explicit Event(const Driver& driver);
+    explicit Event(const Driver& driver, Wait wait);
     Event(Event&& other) noexcept;
     Event& operator=(Event&& other) noexcept;
     Event(const Event&) = delete;

@@ -23,6 +23,10 @@ void Stream::synchronize() const {
     CANOPY_CU(*driver_, cuStreamSynchronize, stream_);
 }
 
+void Stream::wait(CuEvent event) const {
+    CANOPY_CU(*driver_, cuStreamWaitEvent, stream_, event, 0);
+}
+
 void Stream::reset() noexcept {
     if (stream_ != nullptr) {
         (void)driver_->api().cuStreamDestroy(stream_);

@@ -24,6 +24,9 @@ public:
     // Waits until all work queued on the stream finished. Throws CudaError: the first error of that work,
     // e.g. CUDA_ERROR_ILLEGAL_ADDRESS from a faulting kernel.
     void synchronize() const;
+    // Makes the work queued on this stream from now on wait until the work before `event`'s last record() has
+    // finished (cuStreamWaitEvent); the calling thread does not wait. Throws CudaError.
+    void wait(CuEvent event) const;
 
     CuStream get() const noexcept { return stream_; }
 

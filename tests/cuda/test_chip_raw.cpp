@@ -4,10 +4,14 @@
 // supervisor also sends (a launch followed by a frame that launches nothing, with no frame after it).
 #include "daemon/buffer_registry.h"
 #include "raw_chip.h"
+#include "worker/cuda/launch_queue.h"
 
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <thread>
+#include <unistd.h>
 
 using namespace canopy;
 using namespace canopy::testing;
@@ -19,6 +23,41 @@ TaskArgs args_of(std::vector<TensorArg> tensors, std::vector<ScalarArg> scalars 
     a.tensors = std::move(tensors);
     a.scalars = std::move(scalars);
     return a;
+}
+
+// The GPU interrupts this machine has taken so far (the "nvidia" lines of /proc/interrupts, every CPU); nullopt
+// where the file shows none, as in a container that hides the host's interrupts.
+std::optional<std::uint64_t> nvidia_interrupts() {
+    std::ifstream in("/proc/interrupts");
+    std::optional<std::uint64_t> total;
+    for (std::string line; std::getline(in, line);) {
+        if (line.size() < 6 || line.compare(line.size() - 6, 6, "nvidia") != 0) {
+            continue;
+        }
+        std::istringstream fields(line.substr(line.find(':') + 1));
+        std::uint64_t sum = 0;
+        for (std::uint64_t n = 0; fields >> n;) {
+            sum += n;
+        }
+        total = total.value_or(0) + sum;
+    }
+    return total;
+}
+
+// CPU time, user and system, that process `pid` has used so far, in seconds.
+double cpu_seconds(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat;
+    std::getline(in, stat);
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+    std::string field;
+    for (int i = 3; i < 14; ++i) { // fields 3 to 13, then utime (14) and stime (15)
+        fields >> field;
+    }
+    double utime = 0;
+    double stime = 0;
+    fields >> utime >> stime;
+    return (utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
 CanonicalIdentity forged_identity(std::uint64_t buffer_id) {
@@ -254,6 +293,70 @@ TEST_CASE("a long launch on a raw cuda chip is reported whether a frame comes wh
         chip.run("fill", args_of({view_arg(small, TensorTag::OUTPUT, DataType::INT32, {1024})}, {ScalarArg::i64(7)}));
     CHECK(after.code == ErrorCode::OK);
     CHECK(reinterpret_cast<const std::int32_t*>(small_host.data())[0] == 7);
+}
+
+TEST_CASE("short tasks on a raw cuda chip raise no GPU interrupt each", "[cuda][chip][gpu]") {
+    REQUIRE_GPUS(1);
+    if (!nvidia_interrupts()) {
+        CANOPY_SKIP("/proc/interrupts shows no nvidia interrupt here");
+    }
+    TempDir state;
+    daemon::BufferRegistry registry(state.path / "journal");
+    const auto buf = registry.create_posix_shm(4096, Access::READWRITE, "/");
+    auto host = map_shm(buf);
+    RawChip chip(RawKind::CUDA);
+    REQUIRE(chip.ready());
+    const auto fill = [&](std::int64_t value) {
+        return chip.run("fill",
+                        args_of({view_arg(buf, TensorTag::OUTPUT, DataType::INT32, {1024})}, {ScalarArg::i64(value)}));
+    };
+    REQUIRE(fill(0).code == ErrorCode::OK); // registers the buffer
+    // One task at a time: each is sealed under an event of its own, which with blocking synchronization would
+    // raise one interrupt per task.
+    constexpr int TASKS = 500;
+    const std::uint64_t before = *nvidia_interrupts();
+    for (int i = 1; i <= TASKS; ++i) {
+        REQUIRE(fill(i).code == ErrorCode::OK);
+    }
+    const std::uint64_t raised = *nvidia_interrupts() - before;
+    INFO(raised << " GPU interrupts during " << TASKS << " tasks");
+    CHECK(raised < TASKS / 10);
+    CHECK(reinterpret_cast<const std::int32_t*>(host.data())[1023] == TASKS);
+}
+
+TEST_CASE("a raw cuda chip sleeps through a long batch instead of spinning", "[cuda][chip][gpu]") {
+    REQUIRE_GPUS(1);
+    TempDir state;
+    daemon::BufferRegistry registry(state.path / "journal");
+    constexpr std::uint64_t BIG = std::uint64_t{1} << 28; // int32 elements: 1 GiB of host memory over PCIe
+    const auto big = registry.create_posix_shm(BIG * 4, Access::READWRITE, "/");
+    auto big_host = map_shm(big);
+    RawChip chip(RawKind::CUDA);
+    REQUIRE(chip.ready());
+    REQUIRE(
+        chip.run("fill", args_of({view_arg(big, TensorTag::OUTPUT, DataType::INT32, {1})}, {ScalarArg::i64(0)})).code ==
+        ErrorCode::OK);
+    // Twelve fills sent at once: the loop launches them back to back, waits for their batch itself for
+    // LaunchQueue::SPIN_US, then hands it to the reporting thread, which polls as long again and then sleeps.
+    constexpr int FILLS = 12;
+    const double cpu_before = cpu_seconds(chip.pid());
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 1; i <= FILLS; ++i) {
+        chip.submit("fill", args_of({view_arg(big, TensorTag::OUTPUT, DataType::INT32, {BIG})}, {ScalarArg::i64(i)}));
+    }
+    for (int i = 1; i <= FILLS; ++i) {
+        const auto done = chip.result_within(std::chrono::seconds(60));
+        REQUIRE(done.has_value());
+        REQUIRE(done->code == ErrorCode::OK);
+    }
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double cpu = cpu_seconds(chip.pid()) - cpu_before;
+    INFO("the chip used " << cpu << " s of CPU during " << wall << " s of fills");
+    REQUIRE(wall > 4 * static_cast<double>(worker::LaunchQueue::SPIN_US) / 1e6); // the batch is long
+    CHECK(cpu < wall / 2);
+    const auto* values = reinterpret_cast<const std::int32_t*>(big_host.data());
+    CHECK(values[0] == FILLS);
+    CHECK(values[BIG - 1] == FILLS);
 }
 
 TEST_CASE("a raw cuda chip reads a read-only buffer through a read-only registration", "[cuda][chip][gpu]") {

@@ -10,11 +10,12 @@ namespace canopy::worker {
 
 LaunchQueue::LaunchQueue(const cuda::Driver& driver, const cuda::PrimaryContext& context, std::string who,
                          std::function<void()> on_poison)
-    : driver_(driver), context_(context), who_(std::move(who)), on_poison_(std::move(on_poison)), ring_(CAPACITY) {
+    : driver_(driver), context_(context), who_(std::move(who)), on_poison_(std::move(on_poison)), side_(driver),
+      wake_(driver, cuda::Event::Wait::SLEEP), ring_(CAPACITY) {
     events_.reserve(CAPACITY);
     free_events_.reserve(CAPACITY);
     for (std::size_t i = 0; i < CAPACITY; ++i) {
-        events_.emplace_back(driver_);
+        events_.emplace_back(driver_, cuda::Event::Wait::POLL);
         free_events_.push_back(i);
     }
     reporter_ = std::thread([this] { report_loop(); });
@@ -227,9 +228,17 @@ bool LaunchQueue::poll(const cuda::Event& event, const std::function<bool()>* gi
     }
 }
 
-void LaunchQueue::wait_for(const cuda::Event& event) const {
-    if (!poll(event, nullptr)) {
-        event.synchronize();
+void LaunchQueue::wait_for(const cuda::Event& event) {
+    if (poll(event, nullptr)) {
+        return;
+    }
+    // A long batch: sleep instead of spinning through it. wake_ completes right after `event` does, since the side
+    // stream runs nothing else. The batch's own event then gives its outcome, as the context's first error.
+    side_.wait(event.get());
+    wake_.record(side_.get());
+    wake_.synchronize();
+    while (!event.query()) {
+        ipc::spin_pause(0);
     }
 }
 

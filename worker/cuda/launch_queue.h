@@ -6,9 +6,14 @@
 // the tasks added since the last seal, which then complete together when that event does (the loop seals when
 // no further frame is waiting, and every MAX_BATCH tasks; with no frame waiting and the reporting thread asleep,
 // seal_idle() has the loop wait for the batch and report it itself). The reporting thread waits for the oldest sealed
-// event (spinning on cuEventQuery for up to SPIN_US, then blocking in cuEventSynchronize) and publishes each of
+// event (spinning on cuEventQuery for up to SPIN_US, then sleeping until it completes) and publishes each of
 // its tasks as succeeded; with nothing sealed it spins for IDLE_SPIN_US, then sleeps until the next seal. No task is
 // reported before its event completed, and none is reported twice.
+//
+// The batches' events raise no interrupt (cuda::Event::Wait::POLL): at one event per task, the GPU's interrupts
+// would land on one CPU at the rate of tasks, and each costs what runs on that CPU about 30 us on a virtual machine
+// (docs/gpu.md). Only a wait past SPIN_US sleeps on an interrupt: on an event of blocking synchronization, recorded
+// on a side stream that waits for the batch's event.
 //
 // A failed event query or record is a fault of the context (a kernel's illegal address, say): the queue is then
 // poisoned. Every task it holds, and every task added later, is published failed, KERNEL_FAILED with the
@@ -22,6 +27,7 @@
 
 #include "cuda/context.h"
 #include "cuda/event.h"
+#include "cuda/stream.h"
 #include "protocol/mailbox.h"
 #include "worker/worker_loop.h"
 
@@ -91,8 +97,9 @@ private:
     // Polls `event` for up to SPIN_US, and until `give_up` (when given) returns true; whether it completed.
     // Throws CudaError.
     bool poll(const cuda::Event& event, const std::function<bool()>* give_up) const;
-    // Waits for `event` (poll, then block). Throws CudaError.
-    void wait_for(const cuda::Event& event) const;
+    // Waits for `event`: polls it for SPIN_US, then sleeps on wake_ until it completes. Reporting thread only.
+    // Throws CudaError.
+    void wait_for(const cuda::Event& event);
     // Publishes the oldest `count` entries, succeeded, or `failed` with the poison's text. REQUIRES mu_ not held.
     void publish(std::size_t count, bool failed);
     // Records the event after the unsealed tasks and marks them sealed; poisons the queue when the record fails.
@@ -105,8 +112,10 @@ private:
     const cuda::PrimaryContext& context_;
     std::string who_;
     std::function<void()> on_poison_;
-    std::vector<cuda::Event> events_;
+    std::vector<cuda::Event> events_;      // POLL events, one per sealed batch
     std::vector<std::size_t> free_events_; // guarded by mu_
+    cuda::Stream side_;                    // the reporting thread's: waits for a batch's event, then records wake_
+    cuda::Event wake_;                     // SLEEP: what a long wait sleeps on
 
     mutable std::mutex mu_;
     std::condition_variable sealed_cv_;      // a batch was sealed, the queue was poisoned, or it stops
