@@ -5,6 +5,8 @@
 //   grpc_stream  one task call and its reply on an open gRPC Tasks stream to an echo in hb's namespace: what a
 //                remote task pays for gRPC once its stream is open, with no daemon behind it
 //   local_noop   the same no-op task on the L4's own sub (its control socket, the C++ client)
+//   node_noop    the same no-op task on ha/sub0, a local nested level-3 node of the same L4: the remote node's
+//                counterpart on the L4's own host, one supervisor between the L4 and the sub as on hb
 //   remote_noop  sleep_ms 0 on hb/sub0 through the L4 (the C++ client on the L4's socket)
 //   local_batch, remote_batch  one graph of CALLS_PER_ROUND independent no-ops on sub0 or hb/sub0, run to its
 //                end (run_wait): the wall time per task when many are in flight at once
@@ -210,9 +212,9 @@ struct Stages {
 };
 
 struct Samples {
-    std::vector<double> tcp, grpc, grpc_stream, local, remote;
+    std::vector<double> tcp, grpc, grpc_stream, local, node, remote;
     std::vector<double> local_batch, remote_batch; // nanoseconds per task of one graph of independent no-ops
-    Stages local_stages, remote_stages;
+    Stages local_stages, node_stages, remote_stages;
 };
 
 // In the L4's namespace (a forked child): `calls` TCP ping-pongs, `calls` gRPC pings to hb's canopyd and `calls`
@@ -365,10 +367,11 @@ int main(int argc, char** argv) {
     nlohmann::json hb_config = l3_config("hb", "0.0.0.0:" + std::to_string(NODE_PORT), "insecure", peers);
     hb_config["node"] = node;
     Daemon hb(hb_config, {}, net.enter("hb")),
-        rack(l4_config({remote_node("hb", net.address("hb") + ":" + std::to_string(NODE_PORT), "insecure", 3000)},
+        rack(l4_config({{{"name", "ha"}, {"subs", 1}},
+                        remote_node("hb", net.address("hb") + ":" + std::to_string(NODE_PORT), "insecure", 3000)},
                        peers),
              {}, net.enter("rack"));
-    if (!eventually_running(rack, "/hb/sub0")) {
+    if (!eventually_running(rack, "/hb/sub0") || !eventually_running(rack, "/ha/sub0")) {
         std::fprintf(stderr, "bench_remote: hb did not attach:\n%s\n", rack.log().c_str());
         return 1;
     }
@@ -377,6 +380,7 @@ int main(int argc, char** argv) {
     std::vector<double> warm;
     noop_calls(connection, "hb/sub0", calls / 4, warm);
     noop_calls(connection, "sub0", calls / 4, warm);
+    noop_calls(connection, "ha/sub0", calls / 4, warm);
     for (int r = 0; r < rounds; ++r) {
         int pipe_fds[2];
         if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
@@ -403,6 +407,7 @@ int main(int argc, char** argv) {
         s.grpc.insert(s.grpc.end(), got.begin() + calls, got.begin() + 2 * calls);
         s.grpc_stream.insert(s.grpc_stream.end(), got.begin() + 2 * calls, got.end());
         noop_calls(connection, "sub0", calls, s.local, &s.local_stages);
+        noop_calls(connection, "ha/sub0", calls, s.node, &s.node_stages);
         noop_calls(connection, "hb/sub0", calls, s.remote, &s.remote_stages);
         s.local_batch.push_back(batch_per_task(connection, "sub0", calls));
         s.remote_batch.push_back(batch_per_task(connection, "hb/sub0", calls));
@@ -450,16 +455,18 @@ int main(int argc, char** argv) {
         return static_cast<double>(COPY_BYTES) / (median_us(ns) * 1e3);
     };
     const double tcp = median_us(s.tcp), grpc = median_us(s.grpc), grpc_stream = median_us(s.grpc_stream),
-                 local = median_us(s.local), remote = median_us(s.remote);
+                 local = median_us(s.local), local_node = median_us(s.node), remote = median_us(s.remote);
     std::printf("rounds %d x %d calls, medians in us\n", rounds, calls);
-    std::printf(
-        "tcp_rtt_us %.1f\ngrpc_ping_us %.1f\ngrpc_stream_rtt_us %.1f\nlocal_noop_us %.1f\nremote_noop_us %.1f\n", tcp,
-        grpc, grpc_stream, local, remote);
+    std::printf("tcp_rtt_us %.1f\ngrpc_ping_us %.1f\ngrpc_stream_rtt_us %.1f\nlocal_noop_us %.1f\nnode_noop_us %.1f\n"
+                "remote_noop_us %.1f\n",
+                tcp, grpc, grpc_stream, local, local_node, remote);
     std::printf("remote_noop / grpc_ping %.2f (target <= 3)\n", remote / grpc);
     std::printf("remote_noop / (tcp_rtt + local_noop) %.2f (target <= 2)\n", remote / (tcp + local));
+    std::printf("remote_noop / (tcp_rtt + node_noop) %.2f\n", remote / (tcp + local_node));
     std::printf("graph of %d no-ops, per task: local_batch_us %.1f, remote_batch_us %.1f\n", calls,
                 median_us(s.local_batch), median_us(s.remote_batch));
     for (const auto& [name, st] : {std::pair<const char*, const Stages&>{"local_noop", s.local_stages},
+                                   std::pair<const char*, const Stages&>{"node_noop", s.node_stages},
                                    std::pair<const char*, const Stages&>{"remote_noop", s.remote_stages}}) {
         std::printf("%s stages, medians in us: sent->recorded %.1f, recorded->worker start %.1f, worker %.1f, "
                     "worker end->reply read %.1f\n",
