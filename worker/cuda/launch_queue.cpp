@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 namespace canopy::worker {
 
@@ -121,9 +122,13 @@ void LaunchQueue::seal_idle(cuda::CuStream stream, const std::function<bool()>& 
     if (done) {
         publish(count, false);
     }
+    // Given up without a frame waiting: the batch was polled for SPIN_US, which the reporting thread need not
+    // repeat. It takes this batch next: nothing else was sealed before it.
+    const bool polled_out = !done && !frame_waiting();
     {
         std::lock_guard lock(mu_);
         inline_ = false;
+        polled_out_ = polled_out;
         if (done || !reporter_waiting_) {
             return;
         }
@@ -153,6 +158,7 @@ void LaunchQueue::report_loop() {
     for (;;) {
         std::size_t count = 0;
         std::size_t event = NO_EVENT;
+        bool polled = false;
         {
             std::unique_lock lock(mu_);
             const auto work = [&] { return (sealed_ > 0 && !inline_) || poison_ || stop_; };
@@ -177,6 +183,7 @@ void LaunchQueue::report_loop() {
                 }
                 event = ring_[(head_ + count) % CAPACITY]->event;
                 ++count;
+                polled = std::exchange(polled_out_, false);
             }
         }
         if (event == NO_EVENT) {
@@ -195,7 +202,7 @@ void LaunchQueue::report_loop() {
             continue;
         }
         try {
-            wait_for(events_[event]);
+            wait_for(events_[event], polled);
         } catch (const cuda::CudaError& e) {
             std::lock_guard lock(mu_);
             poison_locked(e.what(), ring_[(head_ + count - 1) % CAPACITY]->kernel);
@@ -228,8 +235,8 @@ bool LaunchQueue::poll(const cuda::Event& event, const std::function<bool()>* gi
     }
 }
 
-void LaunchQueue::wait_for(const cuda::Event& event) {
-    if (poll(event, nullptr)) {
+void LaunchQueue::wait_for(const cuda::Event& event, bool polled) {
+    if (polled ? event.query() : poll(event, nullptr)) {
         return;
     }
     // A long batch: sleep instead of spinning through it. wake_ completes right after `event` does, since the side

@@ -6,9 +6,10 @@
 // the tasks added since the last seal, which then complete together when that event does (the loop seals when
 // no further frame is waiting, and every MAX_BATCH tasks; with no frame waiting and the reporting thread asleep,
 // seal_idle() has the loop wait for the batch and report it itself). The reporting thread waits for the oldest sealed
-// event (spinning on cuEventQuery for up to SPIN_US, then sleeping until it completes) and publishes each of
-// its tasks as succeeded; with nothing sealed it spins for IDLE_SPIN_US, then sleeps until the next seal. No task is
-// reported before its event completed, and none is reported twice.
+// event (spinning on cuEventQuery for up to SPIN_US, then sleeping until it completes; a batch the loop handed
+// over after polling it that long is slept on at once) and publishes each of its tasks as succeeded; with nothing
+// sealed it spins for IDLE_SPIN_US, then sleeps until the next seal. No task is reported before its event completed,
+// and none is reported twice.
 //
 // The batches' events raise no interrupt (cuda::Event::Wait::POLL): at one event per task, the GPU's interrupts
 // would land on one CPU at the rate of tasks, and each costs what runs on that CPU about 30 us on a virtual machine
@@ -97,9 +98,9 @@ private:
     // Polls `event` for up to SPIN_US, and until `give_up` (when given) returns true; whether it completed.
     // Throws CudaError.
     bool poll(const cuda::Event& event, const std::function<bool()>* give_up) const;
-    // Waits for `event`: polls it for SPIN_US, then sleeps on wake_ until it completes. Reporting thread only.
-    // Throws CudaError.
-    void wait_for(const cuda::Event& event);
+    // Waits for `event`: polls it for SPIN_US (unless `polled`: the frame loop did), then sleeps on wake_ until it
+    // completes. Reporting thread only. Throws CudaError.
+    void wait_for(const cuda::Event& event, bool polled);
     // Publishes the oldest `count` entries, succeeded, or `failed` with the poison's text. REQUIRES mu_ not held.
     void publish(std::size_t count, bool failed);
     // Records the event after the unsealed tasks and marks them sealed; poisons the queue when the record fails.
@@ -128,6 +129,7 @@ private:
     bool stop_ = false;
     bool reporter_waiting_ = false; // in sealed_cv_.wait: a seal must notify
     bool inline_ = false;           // seal_idle's caller waits for the sealed batch: not the reporting thread's
+    bool polled_out_ = false;       // seal_idle handed over its batch after polling it for SPIN_US: sleep on it
     // Bumped (under mu_) by every seal, poisoning and stop: what the reporting thread spins on while idle.
     std::atomic<std::uint64_t> signals_{0};
     std::thread reporter_;
