@@ -12,7 +12,6 @@
 #include <random>
 #include <sstream>
 #include <thread>
-#include <unistd.h>
 
 using namespace canopy;
 using namespace canopy::testing;

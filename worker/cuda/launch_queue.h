@@ -12,7 +12,7 @@
 // and none is reported twice.
 //
 // The batches' events raise no interrupt (cuda::Event::Wait::POLL): at one event per task, the GPU's interrupts
-// would land on one CPU at the rate of tasks, and each costs what runs on that CPU about 30 us on a virtual machine
+// would land on one CPU at the rate of tasks, and each cost what ran on that CPU about 30 us on the H200 machines
 // (docs/gpu.md). Only a wait past SPIN_US sleeps on an interrupt: on an event of blocking synchronization, recorded
 // on a side stream that waits for the batch's event.
 //
