@@ -67,79 +67,180 @@ std::string describe(const grpc::Status& status) {
            (status.error_message().empty() ? std::string() : ": " + status.error_message());
 }
 
-// The session's Tasks stream, as the link uses it: send() queues a call, one message is written at a time and
-// holds every call queued behind the write before it (MAX_BATCH_CALLS, MAX_BATCH_BYTES), each reply read goes to
-// `on_reply`, and the stream's end, whatever ended it, to `on_end` once (on a gRPC thread).
-class TaskChannel final : public grpc::ClientBidiReactor<pb::TaskCalls, pb::TaskReplies> {
+// The session's two long-lived streams, Attach (the node's events: hello, status, heartbeats) and Tasks (calls
+// out, replies back), on gRPC's asynchronous API with one completion queue and one thread that waits on it.
+//
+// That thread is the only one of the link that waits in gRPC's poller while tasks flow. gRPC's callback API
+// runs reactors on two threads of its own that take turns at polling the channel's socket, so that each message
+// read also wakes the other to take over the polling; a blocking Read on a thread of the link's own joins the
+// same rotation. A remote no-op task woke the link's threads about 9 times with those, and about 5 times with
+// this (docs/performance.md, "Wake-ups per task").
+//
+// send() queues a call: one message is written at a time and holds every call queued behind the write before it
+// (MAX_BATCH_CALLS, MAX_BATCH_BYTES). Each event read goes to `on_event`, each reply to `on_reply`, and the end of
+// either stream, whatever ended it, to `on_end` once, all on the streams' thread. The Tasks stream opens with
+// open_tasks(), once the hello has come.
+class SessionStreams {
 public:
-    TaskChannel(pb::Node::Stub& stub, std::function<void(const pb::TaskReply&)> on_reply,
-                std::function<void(const grpc::Status&)> on_end)
-        : on_reply_(std::move(on_reply)), on_end_(std::move(on_end)) {
-        stub.async()->Tasks(&context_, this);
-        StartRead(&in_);
-        StartCall();
+    SessionStreams(pb::Node::Stub& stub, const pb::AttachRequest& request,
+                   std::function<void(const pb::NodeEvent&)> on_event,
+                   std::function<void(const pb::TaskReply&)> on_reply,
+                   std::function<void(const std::string& which, const grpc::Status&)> on_end)
+        : stub_(stub), on_event_(std::move(on_event)), on_reply_(std::move(on_reply)), on_end_(std::move(on_end)) {
+        events_ = stub_.PrepareAsyncAttach(&events_context_, request, &cq_);
+        events_->StartCall(tag(Op::EVENTS_STARTED));
+        thread_ = std::thread([this] { run(); });
     }
 
-    // Cancels the stream and waits for its end (at most 5 s).
-    ~TaskChannel() override {
-        context_.TryCancel();
-        std::unique_lock lock(mu_);
-        done_cv_.wait_for(lock, std::chrono::seconds(5), [&] { return done_; });
+    SessionStreams(const SessionStreams&) = delete;
+    SessionStreams& operator=(const SessionStreams&) = delete;
+
+    // Cancels both streams, waits for their ends (their on_end calls included) and for the thread.
+    ~SessionStreams() {
+        events_context_.TryCancel();
+        {
+            std::lock_guard lock(mu_);
+            if (tasks_) {
+                tasks_context_.TryCancel();
+            }
+        }
+        thread_.join();
+    }
+
+    void open_tasks() {
+        std::lock_guard lock(mu_);
+        tasks_ = stub_.PrepareAsyncTasks(&tasks_context_, &cq_);
+        tasks_->StartCall(tag(Op::TASKS_STARTED));
+        ++open_;
     }
 
     void send(pb::TaskCall call) {
         std::lock_guard lock(mu_);
         queued_.push_back(std::move(call));
-        if (!writing_) {
+        if (!writing_ && tasks_ready_ && !tasks_ended_) {
             write_next_locked();
         }
-    }
-
-    void OnWriteDone(bool ok) override {
-        std::lock_guard lock(mu_);
-        writing_ = false;
-        if (ok && !queued_.empty()) {
-            write_next_locked();
-        }
-        // A failed write means the stream is broken: OnDone says why.
-    }
-
-    void OnReadDone(bool ok) override {
-        if (!ok) {
-            return; // the stream ended: OnDone says why
-        }
-        for (const pb::TaskReply& reply : in_.replies()) {
-            on_reply_(reply);
-        }
-        StartRead(&in_);
-    }
-
-    void OnDone(const grpc::Status& status) override {
-        on_end_(status);
-        std::lock_guard lock(mu_);
-        done_ = true;
-        done_cv_.notify_all();
     }
 
 private:
-    // Moves the oldest queued calls into the next message and writes it.
-    void write_next_locked() {
-        out_.clear_calls();
-        take_batch(queued_, *out_.mutable_calls());
-        writing_ = true;
-        StartWrite(&out_);
+    enum class Op : std::uintptr_t {
+        EVENTS_STARTED = 1,
+        EVENT_READ,
+        EVENTS_FINISHED,
+        TASKS_STARTED,
+        REPLIES_READ,
+        CALLS_WRITTEN,
+        TASKS_FINISHED
+    };
+    static void* tag(Op op) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(op)); }
+
+    // Runs until both streams have finished, then drains and shuts the queue down.
+    void run() {
+        void* got = nullptr;
+        bool ok = false;
+        while (cq_.Next(&got, &ok)) {
+            if (!handle(static_cast<Op>(reinterpret_cast<std::uintptr_t>(got)), ok)) {
+                cq_.Shutdown();
+            }
+        }
     }
 
-    grpc::ClientContext context_;
+    // One completion; false once nothing is left open.
+    bool handle(Op op, bool ok) {
+        switch (op) {
+        case Op::EVENTS_STARTED:
+        case Op::EVENT_READ:
+            if (op == Op::EVENT_READ && ok) {
+                on_event_(event_);
+            }
+            if (ok) {
+                events_->Read(&event_, tag(Op::EVENT_READ));
+            } else {
+                events_->Finish(&events_status_, tag(Op::EVENTS_FINISHED));
+            }
+            return true;
+        case Op::EVENTS_FINISHED:
+            on_end_("session", events_status_);
+            return closed();
+        case Op::TASKS_STARTED:
+        case Op::REPLIES_READ:
+            if (op == Op::REPLIES_READ && ok) {
+                for (const pb::TaskReply& reply : replies_.replies()) {
+                    on_reply_(reply);
+                }
+            }
+            if (ok) {
+                if (op == Op::TASKS_STARTED) {
+                    std::lock_guard lock(mu_);
+                    tasks_ready_ = true;
+                    if (!queued_.empty()) {
+                        write_next_locked();
+                    }
+                }
+                tasks_->Read(&replies_, tag(Op::REPLIES_READ));
+            } else {
+                finish_tasks();
+            }
+            return true;
+        case Op::CALLS_WRITTEN: {
+            std::lock_guard lock(mu_);
+            writing_ = false;
+            if (ok && !tasks_ended_ && !queued_.empty()) {
+                write_next_locked();
+            }
+            // A failed write means the stream is broken: its read fails too, and Finish says why.
+            return true;
+        }
+        case Op::TASKS_FINISHED:
+            on_end_("task stream", tasks_status_);
+            return closed();
+        }
+        return true;
+    }
+
+    // The Tasks stream's read failed: it has ended, and nothing more is written to it. Finish reports why.
+    void finish_tasks() {
+        {
+            std::lock_guard lock(mu_);
+            tasks_ended_ = true;
+        }
+        tasks_->Finish(&tasks_status_, tag(Op::TASKS_FINISHED));
+    }
+
+    bool closed() {
+        std::lock_guard lock(mu_);
+        return --open_ > 0;
+    }
+
+    // Moves the oldest queued calls into the next message and writes it.
+    void write_next_locked() {
+        calls_.clear_calls();
+        take_batch(queued_, *calls_.mutable_calls());
+        writing_ = true;
+        tasks_->Write(calls_, tag(Op::CALLS_WRITTEN));
+    }
+
+    pb::Node::Stub& stub_;
+    std::function<void(const pb::NodeEvent&)> on_event_;
     std::function<void(const pb::TaskReply&)> on_reply_;
-    std::function<void(const grpc::Status&)> on_end_;
-    pb::TaskReplies in_;
+    std::function<void(const std::string&, const grpc::Status&)> on_end_;
+    grpc::CompletionQueue cq_;
+    grpc::ClientContext events_context_;
+    std::unique_ptr<grpc::ClientAsyncReader<pb::NodeEvent>> events_;
+    pb::NodeEvent event_;
+    grpc::Status events_status_;
+    grpc::ClientContext tasks_context_;
+    std::unique_ptr<grpc::ClientAsyncReaderWriter<pb::TaskCalls, pb::TaskReplies>> tasks_; // set under mu_
+    pb::TaskReplies replies_;
+    grpc::Status tasks_status_;
     std::mutex mu_;
-    std::condition_variable done_cv_;
+    int open_ = 1;                    // streams not yet finished
+    bool tasks_ready_ = false;        // the Tasks stream has started: writes may go
+    bool writing_ = false;            // a write is in progress
+    bool tasks_ended_ = false;        // the Tasks stream's read failed: no more writes
     std::deque<pb::TaskCall> queued_; // not yet in a message
-    pb::TaskCalls out_;               // being written while writing_
-    bool writing_ = false;
-    bool done_ = false;
+    pb::TaskCalls calls_;             // being written while writing_
+    std::thread thread_;
 };
 
 class RemoteLink final : public worker::FrameRunner {
@@ -152,10 +253,7 @@ public:
 
     ~RemoteLink() override {
         stopping_ = true;
-        tasks_.reset(); // cancels the task stream and waits for its end, which calls into this link
-        if (context_) {
-            context_->TryCancel();
-        }
+        streams_.reset(); // cancels the session's streams and waits for their ends, which call into this link
         ::shutdown(control_.get(), SHUT_RDWR); // ends read_control
         {
             std::lock_guard lock(mu_);
@@ -168,7 +266,7 @@ public:
             }
             transfer_cv_.notify_all();
         }
-        for (std::thread* t : {&reader_, &watchdog_, &control_reader_, &transfer_thread_}) {
+        for (std::thread* t : {&watchdog_, &control_reader_, &transfer_thread_}) {
             if (t->joinable()) {
                 t->join();
             }
@@ -191,7 +289,6 @@ public:
         static const std::string write_name = "/" + std::string(pb::Node::service_full_name()) + "/Write";
         read_method_.emplace(read_name.c_str(), grpc::internal::RpcMethod::SERVER_STREAMING, channel_);
         write_method_.emplace(write_name.c_str(), grpc::internal::RpcMethod::CLIENT_STREAMING, channel_);
-        context_ = std::make_unique<grpc::ClientContext>();
         pb::AttachRequest request;
         request.set_l4_name(l4_name_);
         request.set_protocol(REMOTE_PROTOCOL);
@@ -199,8 +296,15 @@ public:
             static_cast<std::uint32_t>(std::max<std::int64_t>(remote_.lost_after.count() / 4, 10)));
         heard(); // the watchdog counts from here
         watchdog_ = std::thread([this] { watch(); });
-        stream_ = stub_->Attach(context_.get(), request);
-        reader_ = std::thread([this] { read_events(); });
+        streams_ = std::make_unique<SessionStreams>(
+            *stub_, request, [this](const pb::NodeEvent& event) { on_event(event); },
+            [this](const pb::TaskReply& reply) { on_reply(reply); },
+            [this](const std::string& which, const grpc::Status& status) {
+                if (!stopping_) {
+                    lost(session_ == 0 ? "no session could be opened (" + describe(status) + ")"
+                                       : "its " + which + " ended (" + describe(status) + ")");
+                }
+            });
         {
             std::unique_lock lock(mu_);
             cv_.wait(lock, [&] { return session_ != 0 || stopping_; });
@@ -208,13 +312,7 @@ public:
         if (stopping_) {
             return 0;
         }
-        tasks_ = std::make_unique<TaskChannel>(
-            *stub_, [this](const pb::TaskReply& reply) { on_reply(reply); },
-            [this](const grpc::Status& status) {
-                if (!stopping_) {
-                    lost("its task stream ended (" + describe(status) + ")");
-                }
-            });
+        streams_->open_tasks();
         control_reader_ = std::thread([this] { read_control(); });
         worker::send_ready(control_.get());
         return worker::serve_frames(mailbox_, *this);
@@ -382,7 +480,7 @@ protected:
             std::lock_guard lock(calls_mu_);
             calls_.emplace(call_id, defer());
         }
-        tasks_->send(std::move(call));
+        streams_->send(std::move(call));
     }
 
 private:
@@ -623,36 +721,29 @@ private:
 
     void heard() { last_heard_ns_ = worker::monotonic_ns(); }
 
-    void read_events() {
-        pb::NodeEvent event;
-        while (stream_->Read(&event)) {
-            heard();
-            switch (event.event_case()) {
-            case pb::NodeEvent::kHello: {
-                // session_ is written on this thread alone.
-                if (session_ != 0) {
-                    lost("it sent a second hello in session " + std::to_string(session_));
-                }
-                if (const auto why = hello_refusal(event.hello(), REMOTE_PROTOCOL)) {
-                    lost("its hello " + *why);
-                }
-                std::lock_guard lock(mu_);
-                session_ = event.hello().session();
-                std::memcpy(node_owner_.data(), event.hello().owner_instance().data(), node_owner_.size());
-                cv_.notify_all();
-                break;
+    // An event of the session's Attach stream, on the session streams' thread (the next is read after this).
+    void on_event(const pb::NodeEvent& event) {
+        heard();
+        switch (event.event_case()) {
+        case pb::NodeEvent::kHello: {
+            // session_ is written on the session streams' thread alone.
+            if (session_ != 0) {
+                lost("it sent a second hello in session " + std::to_string(session_));
             }
-            case pb::NodeEvent::kStatus:
-                push_status(event.status());
-                break;
-            default:
-                break;
+            if (const auto why = hello_refusal(event.hello(), REMOTE_PROTOCOL)) {
+                lost("its hello " + *why);
             }
+            std::lock_guard lock(mu_);
+            session_ = event.hello().session();
+            std::memcpy(node_owner_.data(), event.hello().owner_instance().data(), node_owner_.size());
+            cv_.notify_all();
+            break;
         }
-        const grpc::Status status = stream_->Finish();
-        if (!stopping_) {
-            lost(session_ == 0 ? "no session could be opened (" + describe(status) + ")"
-                               : "its session ended (" + describe(status) + ")");
+        case pb::NodeEvent::kStatus:
+            push_status(event.status());
+            break;
+        default:
+            break;
         }
     }
 
@@ -733,17 +824,14 @@ private:
     std::shared_ptr<grpc::Channel> channel_;
     std::unique_ptr<pb::Node::Stub> stub_;
     std::optional<grpc::internal::RpcMethod> read_method_, write_method_;
-    std::unique_ptr<grpc::ClientContext> context_;
-    std::unique_ptr<grpc::ClientReader<pb::NodeEvent>> stream_;
     std::atomic<std::uint64_t> last_heard_ns_{0};
     std::atomic<bool> stopping_{false};
     std::mutex mu_;
     std::condition_variable cv_;
     std::uint64_t session_ = 0; // guarded by mu_ until READY, then fixed
-    std::thread reader_;
     std::thread watchdog_;
     std::thread control_reader_;
-    std::unique_ptr<TaskChannel> tasks_;
+    std::unique_ptr<SessionStreams> streams_;
     std::uint64_t last_call_ = 0; // the frame loop's thread alone
     std::mutex calls_mu_;
     std::unordered_map<std::uint64_t, worker::FrameDone> calls_; // sent, not yet answered

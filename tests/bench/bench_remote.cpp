@@ -17,7 +17,11 @@
 // each COPY_ROUNDS times interleaved, as GB/s of the median. Needs root (namespaces); prints "skipped:" and exits 0
 // without. Never registered with ctest. COPY_ROUNDS 0 leaves the copies out.
 //
-//   bench_remote [ROUNDS [CALLS_PER_ROUND [COPY_ROUNDS]]]
+// With a fourth argument, a worker of the L4 (sub0, ha/sub0, hb/sub0), it runs only no-op tasks on that worker
+// (CALLS_PER_ROUND / 4 to warm up, then ROUNDS * CALLS_PER_ROUND) and prints their median: a run to profile one
+// path alone, under `perf sched` for instance (docs/performance.md, "Wake-ups per task").
+//
+//   bench_remote [ROUNDS [CALLS_PER_ROUND [COPY_ROUNDS [WORKER]]]]
 #include "bench.h"
 #include "client/connection.h"
 #include "daemon/remote_server.h"
@@ -378,6 +382,18 @@ int main(int argc, char** argv) {
     client::Connection connection = client::Connection::connect(rack.socket());
     Samples s;
     std::vector<double> warm;
+    if (argc > 4) {
+        const std::string worker = argv[4];
+        noop_calls(connection, worker, calls / 4, warm);
+        for (int r = 0; r < rounds; ++r) {
+            noop_calls(connection, worker, calls, s.remote);
+        }
+        ::kill(peer, SIGKILL);
+        ::waitpid(peer, nullptr, 0);
+        std::printf("%s: %zu no-op tasks after %d to warm up, median %.1f us\n", worker.c_str(), s.remote.size(),
+                    calls / 4, median_us(s.remote));
+        return 0;
+    }
     noop_calls(connection, "hb/sub0", calls / 4, warm);
     noop_calls(connection, "sub0", calls / 4, warm);
     noop_calls(connection, "ha/sub0", calls / 4, warm);
