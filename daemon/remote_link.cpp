@@ -73,8 +73,8 @@ std::string describe(const grpc::Status& status) {
 // That thread is the only one of the link that waits in gRPC's poller while tasks flow. gRPC's callback API
 // runs reactors on two threads of its own that take turns at polling the channel's socket, so that each message
 // read also wakes the other to take over the polling; a blocking Read on a thread of the link's own joins the
-// same rotation. A remote no-op task woke the link's threads about 9 times with those, and about 5 times with
-// this (docs/performance.md, "Wake-ups per task").
+// same rotation. A remote no-op task woke the link's threads about 7 times with those, and about 3.5 times
+// with this (docs/performance.md, "Wake-ups per task").
 //
 // send() queues a call: one message is written at a time and holds every call queued behind the write before it
 // (MAX_BATCH_CALLS, MAX_BATCH_BYTES). Each event read goes to `on_event`, each reply to `on_reply`, and the end of
