@@ -253,8 +253,9 @@ public:
 
     ~RemoteLink() override {
         stopping_ = true;
+        // Ends read_control, and a status report to the parent that the streams' thread may be blocked in.
+        ::shutdown(control_.get(), SHUT_RDWR);
         streams_.reset(); // cancels the session's streams and waits for their ends, which call into this link
-        ::shutdown(control_.get(), SHUT_RDWR); // ends read_control
         {
             std::lock_guard lock(mu_);
             cv_.notify_all();
