@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <thread>
@@ -147,7 +148,16 @@ TEST_CASE("a remote host's buffers go stale with its session, and the node relea
                                    std::to_string(port) + " lost"));
     };
     stale();
+    // The killed hb could not unlink its buffer's shm object; its journal names it, and the fixture unlinks what
+    // the journal names once the daemon is reaped, so the test leaves nothing in /dev/shm.
+    std::vector<std::string> left;
+    for (const auto& entry : std::filesystem::directory_iterator(hb->dir() / "state" / "journal")) {
+        left.push_back(entry.path().filename().string());
+    }
+    REQUIRE(left.size() == 1);
+    CHECK(std::filesystem::exists("/dev/shm/" + left[0]));
     hb.reset();
+    CHECK_FALSE(std::filesystem::exists("/dev/shm/" + left[0]));
     Daemon hb_again(l3_config("hb", loopback(port), "insecure"));
     REQUIRE(eventually_running(rack, "/hb/sub0"));
     stale();

@@ -5,12 +5,14 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <fstream>
 #include <poll.h>
 #include <signal.h>
 #include <sstream>
 #include <stdexcept>
 #include <string_view>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -220,6 +222,24 @@ Daemon::~Daemon() {
     stop();
 }
 
+int Daemon::reaped(int status) {
+    pid_ = -1;
+    if (WIFSIGNALED(status)) {
+        // A daemon killed by a signal (a test's SIGKILL, or stop()'s) could not unlink its shm objects. Its journals
+        // (its own and its nested nodes', each a directory with one file per object: daemon/journal.h) name them, as
+        // they would for the daemon's next start on the same state dir, and that dir goes with the test: unlink them
+        // here, so that the machine keeps nothing of the test.
+        std::error_code ec;
+        for (auto it = std::filesystem::recursive_directory_iterator(dir_.path / "state", ec);
+             !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+            if (it->is_regular_file() && it->path().parent_path().filename() == "journal") {
+                ::shm_unlink(("/" + it->path().filename().string()).c_str());
+            }
+        }
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 int Daemon::stop() {
     if (pid_ <= 0) {
         return -1;
@@ -235,8 +255,7 @@ int Daemon::stop() {
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return reaped(status);
 }
 
 std::optional<int> Daemon::wait_exit(std::chrono::milliseconds limit) {
@@ -251,8 +270,7 @@ std::optional<int> Daemon::wait_exit(std::chrono::milliseconds limit) {
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return reaped(status);
 }
 
 std::string Daemon::log() const {

@@ -55,7 +55,7 @@ public:
     // 126 and the constructor throw.
     explicit Daemon(const nlohmann::json& config, const std::map<std::string, std::string>& env = {},
                     const std::function<bool()>& in_child = {});
-    ~Daemon(); // SIGTERM, then waits (SIGKILL after 20 s)
+    ~Daemon(); // SIGTERM, then waits (SIGKILL after 20 s); a daemon killed by a signal leaves no shm object
 
     const std::string& socket() const noexcept { return socket_; }
     const std::filesystem::path& dir() const noexcept { return dir_.path; }
@@ -75,6 +75,9 @@ public:
     std::optional<int> wait_exit(std::chrono::milliseconds limit);
 
 private:
+    // The daemon has exited with `status`: forgets its pid, unlinks what a killed one left, returns its code.
+    int reaped(int status);
+
     TempDir dir_;
     std::string socket_;
     pid_t pid_ = -1;
