@@ -1,0 +1,126 @@
+#include "daemon/remote_session_streams.h"
+
+#include "daemon/task_batch.h"
+
+namespace canopy::daemon {
+namespace pb = canopy::remote::v1;
+
+SessionStreams::SessionStreams(Stub& stub, const pb::AttachRequest& request,
+                               std::function<void(const pb::NodeEvent&)> on_event,
+                               std::function<void(const pb::TaskReply&)> on_reply,
+                               std::function<void(const std::string& which, const grpc::Status&)> on_end)
+    : stub_(stub), on_event_(std::move(on_event)), on_reply_(std::move(on_reply)), on_end_(std::move(on_end)) {
+    events_ = stub_.PrepareAsyncAttach(&events_context_, request, &cq_);
+    events_->StartCall(tag(Op::EVENTS_STARTED));
+    thread_ = std::thread([this] { run(); });
+}
+
+SessionStreams::~SessionStreams() {
+    events_context_.TryCancel();
+    {
+        std::lock_guard lock(mu_);
+        if (tasks_) {
+            tasks_context_.TryCancel();
+        }
+    }
+    thread_.join();
+}
+
+void SessionStreams::open_tasks() {
+    std::lock_guard lock(mu_);
+    tasks_ = stub_.PrepareAsyncTasks(&tasks_context_, &cq_);
+    tasks_->StartCall(tag(Op::TASKS_STARTED));
+    ++open_;
+}
+
+void SessionStreams::send(pb::TaskCall call) {
+    std::lock_guard lock(mu_);
+    queued_.push_back(std::move(call));
+    if (!writing_ && tasks_ready_ && !tasks_ended_) {
+        write_next_locked();
+    }
+}
+
+void SessionStreams::run() {
+    void* got = nullptr;
+    bool ok = false;
+    while (cq_.Next(&got, &ok)) {
+        if (!handle(static_cast<Op>(reinterpret_cast<std::uintptr_t>(got)), ok)) {
+            cq_.Shutdown();
+        }
+    }
+}
+
+bool SessionStreams::handle(Op op, bool ok) {
+    switch (op) {
+    case Op::EVENTS_STARTED:
+    case Op::EVENT_READ:
+        if (op == Op::EVENT_READ && ok) {
+            on_event_(event_);
+        }
+        if (ok) {
+            events_->Read(&event_, tag(Op::EVENT_READ));
+        } else {
+            events_->Finish(&events_status_, tag(Op::EVENTS_FINISHED));
+        }
+        return true;
+    case Op::EVENTS_FINISHED:
+        on_end_("session", events_status_);
+        return closed();
+    case Op::TASKS_STARTED:
+    case Op::REPLIES_READ:
+        if (op == Op::REPLIES_READ && ok) {
+            for (const pb::TaskReply& reply : replies_.replies()) {
+                on_reply_(reply);
+            }
+        }
+        if (ok) {
+            if (op == Op::TASKS_STARTED) {
+                std::lock_guard lock(mu_);
+                tasks_ready_ = true;
+                if (!queued_.empty()) {
+                    write_next_locked();
+                }
+            }
+            tasks_->Read(&replies_, tag(Op::REPLIES_READ));
+        } else {
+            finish_tasks();
+        }
+        return true;
+    case Op::CALLS_WRITTEN: {
+        std::lock_guard lock(mu_);
+        writing_ = false;
+        if (ok && !tasks_ended_ && !queued_.empty()) {
+            write_next_locked();
+        }
+        // A failed write means the stream is broken: its read fails too, and Finish says why.
+        return true;
+    }
+    case Op::TASKS_FINISHED:
+        on_end_("task stream", tasks_status_);
+        return closed();
+    }
+    return true;
+}
+
+void SessionStreams::finish_tasks() {
+    {
+        std::lock_guard lock(mu_);
+        tasks_ended_ = true;
+    }
+    tasks_->Finish(&tasks_status_, tag(Op::TASKS_FINISHED));
+}
+
+bool SessionStreams::closed() {
+    std::lock_guard lock(mu_);
+    return --open_ > 0;
+}
+
+void SessionStreams::write_next_locked() {
+    calls_.clear_calls();
+    take_batch(queued_, *calls_.mutable_calls());
+    writing_ = true;
+    tasks_->Write(calls_, tag(Op::CALLS_WRITTEN));
+}
+
+} // namespace canopy::daemon
