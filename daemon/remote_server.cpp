@@ -7,12 +7,288 @@
 
 namespace canopy::daemon {
 
-void SessionStream::OnCancel() {
-    end(grpc::Status::CANCELLED);
+ServerCall::ServerCall(RemoteServer::Impl& owner) : owner_(owner) {
+    for (std::uint8_t i = 0; i < STEPS; ++i) {
+        tags_[i] = Tag{this, static_cast<Step>(i)};
+    }
 }
 
-void SessionStream::OnDone() {
-    owner_.forget(id_); // the last call gRPC makes on this stream; the ticker destroys it
+void ServerCall::complete(void* tag, bool ok) {
+    const Tag& t = *static_cast<const Tag*>(tag);
+    {
+        // Every operation starts under mu_: taking it orders what the thread that started it wrote before (a chunk's
+        // range, a staged copy's bytes) before what proceed reads.
+        std::lock_guard lock(t.call->mu_);
+    }
+    t.call->proceed(t.step, ok);
+    t.call->release();
+}
+
+void ServerCall::release() {
+    bool last = false;
+    {
+        std::lock_guard lock(mu_);
+        last = --busy_ == 0;
+    }
+    if (last) {
+        retire();
+    }
+}
+
+void SessionStream::request(RemoteServer::Impl& owner) {
+    auto* stream = new SessionStream(owner);
+    stream->context_.AsyncNotifyWhenDone(stream->tag(DONE));
+    owner.service().RequestAttach(&stream->context_, &stream->request_, &stream->writer_, owner.queue(), owner.queue(),
+                                  stream->tag(REQUESTED));
+}
+
+void SessionStream::proceed(Step step, bool ok) {
+    switch (step) {
+    case REQUESTED:
+        if (!ok) {
+            return; // the server is shutting down: no call came, and none will
+        }
+        request(owner_);
+        {
+            std::lock_guard lock(mu_);
+            hold(); // DONE
+        }
+        owner_.attach(this, request_);
+        return;
+    case WRITTEN: {
+        std::lock_guard lock(mu_);
+        writing_ = false;
+        if (over_) {
+            return;
+        }
+        if (!ok && !finishing_) {
+            finishing_ = true;
+            queue_.clear();
+            final_status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the L4 stopped reading its session");
+        }
+        if (finishing_) {
+            finish_locked(final_status_.value_or(grpc::Status::OK));
+        } else if (!queue_.empty()) {
+            write_next_locked();
+        }
+        return;
+    }
+    case DONE: {
+        std::lock_guard lock(mu_);
+        over_ = true;
+        finishing_ = true;
+        queue_.clear();
+        return;
+    }
+    case READ:
+    case FINISHED:
+    case STEPS:
+        return;
+    }
+}
+
+void SessionStream::retire() {
+    if (id_ == 0) {
+        delete this; // never admitted: no call came
+        return;
+    }
+    owner_.forget(id_);
+}
+
+void SessionStream::push(pb::NodeEvent event) {
+    std::lock_guard lock(mu_);
+    if (finishing_) {
+        return;
+    }
+    queue_.push_back(std::move(event));
+    if (!writing_) {
+        write_next_locked();
+    }
+}
+
+void SessionStream::end(grpc::Status status) {
+    std::lock_guard lock(mu_);
+    if (finishing_) {
+        return;
+    }
+    finishing_ = true;
+    queue_.clear();
+    if (writing_) {
+        final_status_ = std::move(status);
+    } else {
+        finish_locked(std::move(status));
+    }
+}
+
+void SessionStream::write_next_locked() {
+    current_ = std::move(queue_.front());
+    queue_.pop_front();
+    writing_ = true;
+    hold();
+    writer_.Write(current_, tag(WRITTEN));
+}
+
+void SessionStream::finish_locked(grpc::Status status) {
+    if (finished_ || over_) {
+        return;
+    }
+    finished_ = true;
+    hold();
+    writer_.Finish(status, tag(FINISHED));
+}
+
+namespace {
+
+// The answer to a unary call of the session's: Echo, Buffer or Module. `Request` is the call's message, `Reply`
+// its answer's. The call's peer is checked first; `serve` then fills the reply and calls finish() once, at once or
+// from another thread later, after hold() (the call stays until then).
+template <class Request, class Reply>
+class UnaryCall : public ServerCall {
+public:
+    using Requester = void (NodeService::*)(grpc::ServerContext*, Request*, grpc::ServerAsyncResponseWriter<Reply>*,
+                                            grpc::CompletionQueue*, grpc::ServerCompletionQueue*, void*);
+
+protected:
+    UnaryCall(RemoteServer::Impl& owner, Requester requester)
+        : ServerCall(owner), requester_(requester), responder_(&context_) {}
+
+    // Asks gRPC for a call of this method; the call is whole by then, since its completion may come at once.
+    void start() {
+        (owner_.service().*requester_)(&context_, &request_, &responder_, owner_.queue(), owner_.queue(),
+                                       tag(REQUESTED));
+    }
+
+    // Serves the call, whose peer is checked. The reply goes with finish().
+    virtual void serve() = 0;
+    // Asks gRPC for the next call of this method.
+    virtual void request_next() = 0;
+
+    // Sends reply_, status OK.
+    void finish() {
+        std::lock_guard lock(mu_);
+        hold();
+        responder_.Finish(reply_, grpc::Status::OK, tag(FINISHED));
+    }
+
+    Request request_;
+    Reply reply_;
+
+private:
+    void proceed(Step step, bool ok) override {
+        if (step != REQUESTED || !ok) {
+            return;
+        }
+        request_next();
+        if (const auto error = peer_name_error(*context_.auth_context(), owner_.tls())) {
+            std::lock_guard lock(mu_);
+            hold();
+            responder_.FinishWithError(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error), tag(FINISHED));
+            return;
+        }
+        serve();
+    }
+
+    Requester requester_;
+    grpc::ServerAsyncResponseWriter<Reply> responder_;
+};
+
+// Echo: the call's id back at once, with code OK; nothing runs (health checks, benchmarks).
+class EchoCall final : public UnaryCall<pb::TaskCall, pb::TaskReply> {
+public:
+    static void request(RemoteServer::Impl& owner) { (new EchoCall(owner))->start(); }
+
+private:
+    explicit EchoCall(RemoteServer::Impl& owner) : UnaryCall(owner, &NodeService::RequestEcho) {}
+    void request_next() override { request(owner_); }
+    void serve() override {
+        reply_.set_code(static_cast<std::uint32_t>(ErrorCode::OK));
+        reply_.set_call_id(request_.call_id());
+        finish();
+    }
+};
+
+// Buffer: a buffer created or released for the session, on the node's worker (Impl::buffer_call).
+class BufferCall final : public UnaryCall<pb::BufferCall, pb::BufferReply> {
+public:
+    static void request(RemoteServer::Impl& owner) { (new BufferCall(owner))->start(); }
+
+private:
+    explicit BufferCall(RemoteServer::Impl& owner) : UnaryCall(owner, &NodeService::RequestBuffer) {}
+    void request_next() override { request(owner_); }
+    void serve() override {
+        keep();
+        owner_.offload([this] {
+            owner_.buffer_call(request_, reply_);
+            finish();
+            release();
+        });
+    }
+};
+
+// Module: a module of the L4's loaded into this node's cuda chips as a module load on its own socket would be (the
+// name and image checked by ModuleService), or unloaded. The answer comes once every chip answered.
+class ModuleCall final : public UnaryCall<pb::ModuleCall, pb::ModuleReply> {
+public:
+    static void request(RemoteServer::Impl& owner) { (new ModuleCall(owner))->start(); }
+
+private:
+    explicit ModuleCall(RemoteServer::Impl& owner) : UnaryCall(owner, &NodeService::RequestModule) {}
+    void request_next() override { request(owner_); }
+    void serve() override {
+        keep();
+        owner_.offload([this] { load(); });
+    }
+
+    // On the worker; the answer may come later, from the chips' replies.
+    void load() {
+        const std::uint64_t session = request_.session();
+        const std::string& name = request_.name();
+        const auto answer = [this](ErrorCode code, const std::string& message) {
+            reply_.set_code(static_cast<std::uint32_t>(code));
+            reply_.set_message(message);
+            finish();
+            release();
+        };
+        if (const std::string refusal = owner_.session_refusal(session); !refusal.empty()) {
+            return answer(ErrorCode::WORKER_DIED, refusal);
+        }
+        if (request_.unload()) {
+            if (owner_.supervisor().unload_module(name)) {
+                owner_.log().info("L4 session {}: unloaded module {}", session, name);
+            }
+            return answer(ErrorCode::OK, {});
+        }
+        const auto* p = reinterpret_cast<const std::byte*>(request_.image().data());
+        try {
+            owner_.supervisor().load_module_async(
+                name, std::vector<std::byte>(p, p + request_.image().size()),
+                [this, answer, session, name](ModuleLoadResult r) {
+                    if (r.code == ErrorCode::OK) {
+                        for (const std::string& chip : r.module.chips) {
+                            reply_.add_chips(chip);
+                        }
+                        owner_.log().info("L4 session {}: loaded module {} ({} bytes) on {} chips", session, name,
+                                          r.module.bytes, r.module.chips.size());
+                    } else {
+                        owner_.log().info("L4 session {}: module {} not loaded: {}", session, name, r.message);
+                    }
+                    answer(r.code, r.message);
+                });
+        } catch (const RequestError& e) {
+            owner_.log().info("L4 session {}: module {} not loaded: {}", session, name, e.what());
+            answer(e.code(), e.what());
+        }
+    }
+};
+
+} // namespace
+
+void RemoteServer::Impl::request_calls() {
+    SessionStream::request(*this);
+    EchoCall::request(*this);
+    BufferCall::request(*this);
+    ModuleCall::request(*this);
+    request_stream_calls(*this);
 }
 
 void RemoteServer::preflight(const config::ServeConfig& serve) {

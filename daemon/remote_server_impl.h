@@ -16,8 +16,11 @@
 #include "remote/canopy_remote.grpc.pb.h"
 
 #include <algorithm>
+#include <array>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <grpcpp/grpcpp.h>
 #include <map>
 #include <mutex>
@@ -70,89 +73,113 @@ struct StagingBuffer {
     }
 };
 
-// One session's event stream. Every call on it from the server's side is made under Impl::mu_, and Impl
-// forgets it in OnDone, so no call reaches it after it is destroyed; its own mutex orders writes with
-// OnWriteDone, which gRPC calls on its threads.
-class SessionStream final : public grpc::ServerWriteReactor<pb::NodeEvent> {
+// The node's gRPC service: every method asynchronous, served on the node's one completion queue by one thread, the
+// only thread of the node that waits in gRPC's poller. (gRPC's callback API runs its reactors on two threads that
+// take turns polling the socket, which costs every message read a hand-off between them: docs/performance.md,
+// "Wake-ups per task".) Read and Write are raw: their chunks are parsed and written in place (daemon/chunk_message.h).
+using NodeService = pb::Node::WithAsyncMethod_Attach<pb::Node::WithAsyncMethod_Tasks<
+    pb::Node::WithAsyncMethod_Echo<pb::Node::WithAsyncMethod_Buffer<pb::Node::WithRawMethod_Read<
+        pb::Node::WithRawMethod_Write<pb::Node::WithAsyncMethod_Module<pb::Node::Service>>>>>>>;
+
+// One call of the node's service. Each operation started on it names one of its tags; the queue's thread hands the
+// completion to proceed(). The call counts what it has in progress (busy_): operations on the queue, and work
+// elsewhere that comes back to it (hold()), such as a module load or a chip's copy; when the count falls to
+// zero, retire() deletes it. A streaming call also waits for gRPC's notice that the call is over (DONE), which comes
+// when it finished or was cancelled, and starts nothing after it, so that the count can fall to zero at all.
+//
+// Thread safety: mu_ guards a call's state; operations start under it, from the queue's thread or any other.
+class ServerCall {
 public:
-    SessionStream(RemoteServer::Impl& owner, std::uint64_t id, std::string peer, std::chrono::milliseconds heartbeat)
-        : owner_(owner), id_(id), peer_(std::move(peer)), heartbeat_(heartbeat) {}
+    ServerCall(const ServerCall&) = delete;
+    ServerCall& operator=(const ServerCall&) = delete;
+    virtual ~ServerCall() = default;
+
+    // One completion from the queue; `tag` is one a call started an operation with.
+    static void complete(void* tag, bool ok);
+
+protected:
+    enum Step : std::uint8_t { REQUESTED, READ, WRITTEN, FINISHED, DONE, STEPS };
+
+    explicit ServerCall(RemoteServer::Impl& owner);
+
+    void* tag(Step step) noexcept { return &tags_[step]; }
+    // Counts an operation about to start, or work that will come back with release(). REQUIRES mu_.
+    void hold() noexcept { ++busy_; }
+    // hold() for work elsewhere, taking mu_.
+    void keep() {
+        std::lock_guard lock(mu_);
+        hold();
+    }
+    // Ends work counted by hold(); retires the call when nothing else is in progress. Must not hold mu_.
+    void release();
+    // What the completion of `step` means to the call. Runs without mu_, on the queue's thread.
+    virtual void proceed(Step step, bool ok) = 0;
+    // The call is over and nothing of it is in progress: deletes it.
+    virtual void retire() { delete this; }
+
+    RemoteServer::Impl& owner_;
+    grpc::ServerContext context_;
+    std::mutex mu_;
+
+private:
+    struct Tag {
+        ServerCall* call;
+        Step step;
+    };
+    std::array<Tag, STEPS> tags_;
+    int busy_ = 1; // the request for the call
+};
+
+// One session's event stream (Attach). The ticker writes its events, and Impl finishes it when another session
+// replaces it or the node stops; every call on it from Impl's side is made under Impl::mu_. Impl owns it once the
+// call came: when it retires it tells Impl (forget), whose ticker destroys it.
+class SessionStream final : public ServerCall {
+public:
+    // Asks gRPC for the next Attach.
+    static void request(RemoteServer::Impl& owner);
 
     std::uint64_t id() const noexcept { return id_; }
-    const std::string& peer() const noexcept { return peer_; }
+    std::string peer() const { return context_.peer(); }
     std::chrono::milliseconds heartbeat() const noexcept { return heartbeat_; }
     std::chrono::steady_clock::time_point next_heartbeat{};
     std::string last_status;
 
-    void push(pb::NodeEvent event) {
-        std::lock_guard lock(mu_);
-        if (finishing_) {
-            return;
-        }
-        queue_.push_back(std::move(event));
-        if (!writing_) {
-            write_next_locked();
-        }
+    // Called by Impl::attach under Impl::mu_.
+    void admit(std::uint64_t id, std::chrono::milliseconds heartbeat) noexcept {
+        id_ = id;
+        heartbeat_ = heartbeat;
     }
+    grpc::ServerContext& context() noexcept { return context_; }
 
-    // Finishes the stream with `status` once the events queued before it are written.
-    void end(grpc::Status status) {
-        std::lock_guard lock(mu_);
-        if (finishing_) {
-            return;
-        }
-        finishing_ = true;
-        queue_.clear();
-        if (!writing_) {
-            Finish(status);
-        } else {
-            final_status_ = std::move(status);
-        }
-    }
-
-    void OnWriteDone(bool ok) override {
-        std::lock_guard lock(mu_);
-        writing_ = false;
-        if (!ok && !finishing_) {
-            finishing_ = true;
-            queue_.clear();
-            final_status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the L4 stopped reading its session");
-        }
-        if (finishing_) {
-            Finish(final_status_.value_or(grpc::Status::OK));
-            return;
-        }
-        if (!queue_.empty()) {
-            write_next_locked();
-        }
-    }
-
-    void OnCancel() override;
-    void OnDone() override;
+    // Queues an event; it is written after those before it.
+    void push(pb::NodeEvent event);
+    // Finishes the stream with `status` once the event being written is.
+    void end(grpc::Status status);
 
 private:
-    void write_next_locked() {
-        current_ = std::move(queue_.front());
-        queue_.erase(queue_.begin());
-        writing_ = true;
-        StartWrite(&current_);
-    }
+    explicit SessionStream(RemoteServer::Impl& owner) : ServerCall(owner), writer_(&context_) {}
+    void proceed(Step step, bool ok) override;
+    void retire() override;
+    void write_next_locked();
+    void finish_locked(grpc::Status status);
 
-    RemoteServer::Impl& owner_;
-    const std::uint64_t id_;
-    const std::string peer_;
-    const std::chrono::milliseconds heartbeat_;
-    std::mutex mu_;
-    std::vector<pb::NodeEvent> queue_;
+    pb::AttachRequest request_;
+    grpc::ServerAsyncWriter<pb::NodeEvent> writer_;
+    std::uint64_t id_ = 0; // 0 until Impl admits it
+    std::chrono::milliseconds heartbeat_{0};
+    std::deque<pb::NodeEvent> queue_;
     pb::NodeEvent current_;
     bool writing_ = false;
-    bool finishing_ = false;
+    bool finishing_ = false; // Finish is called or due once the write in progress is done
+    bool finished_ = false;  // Finish is called
+    bool over_ = false;      // DONE came: nothing more starts
     std::optional<grpc::Status> final_status_;
 };
 
-// Read and Write are raw: their chunks are parsed and written in place (daemon/chunk_message.h).
-class RemoteServer::Impl final
-    : public pb::Node::WithRawCallbackMethod_Read<pb::Node::WithRawCallbackMethod_Write<pb::Node::CallbackService>> {
+// The first requests of the calls whose classes live in remote_server_streams.cpp: Tasks, Read and Write.
+void request_stream_calls(RemoteServer::Impl& owner);
+
+class RemoteServer::Impl {
 public:
     Impl(Supervisor& supervisor, const config::ServeConfig& serve, std::string node_name,
          std::shared_ptr<spdlog::logger> log)
@@ -162,7 +189,7 @@ public:
         grpc::ServerBuilder builder;
         const std::string address = config::to_string(serve.listen);
         builder.AddListeningPort(address, server_credentials(serve.tls), &port_);
-        builder.RegisterService(this);
+        builder.RegisterService(&service_);
         const int third = keepalive_interval_ms(serve.lost_after);
         builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, third);
         builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, third);
@@ -178,18 +205,24 @@ public:
         builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 4 << 20);
         builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 8 << 20);
         builder.AddChannelArgument(GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, 8 << 20);
+        cq_ = builder.AddCompletionQueue();
         server_ = builder.BuildAndStart();
         if (!server_ || port_ == 0) {
             throw std::runtime_error("cannot serve remote L4s on " + address +
                                      " (the address is in use, not local, or not an address)");
         }
+        request_calls();
+        cq_thread_ = std::thread([this] { serve_queue(); });
+        worker_ = std::thread([this] { work_loop(); });
         log_->info("serving a remote L4 on {} ({}), peer name {}", address,
                    serve.tls.insecure ? "insecure plain TCP" : "mutual TLS",
                    serve.tls.insecure ? "unchecked" : serve.tls.peer_name);
         ticker_ = std::thread([this] { tick_loop(); });
     }
 
-    ~Impl() override { stop(); }
+    Impl(const Impl&) = delete;
+    Impl& operator=(const Impl&) = delete;
+    ~Impl() { stop(); }
 
     void stop() {
         {
@@ -206,7 +239,17 @@ public:
         if (ticker_.joinable()) {
             ticker_.join();
         }
+        // The queue's thread and the worker serve the calls until the server has ended them all (those still open
+        // after two seconds are cancelled); then the queue drains, and each call retires.
         server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+        cq_->Shutdown();
+        cq_thread_.join();
+        {
+            std::lock_guard lock(work_mu_);
+            work_stopped_ = true;
+        }
+        work_cv_.notify_all();
+        worker_.join();
         server_->Wait();
         std::lock_guard lock(mu_);
         forget_done_locked();
@@ -219,53 +262,68 @@ public:
         return current_;
     }
 
-    grpc::ServerWriteReactor<pb::NodeEvent>* Attach(grpc::CallbackServerContext* context,
-                                                    const pb::AttachRequest* request) override {
+    NodeService& service() noexcept { return service_; }
+    grpc::ServerCompletionQueue* queue() noexcept { return cq_.get(); }
+
+    // Runs `work` on the node's worker thread: what may take a while (creating or mapping a buffer, loading a module)
+    // and must not hold up the queue's thread, which reads every call's messages. Work runs in the order it came.
+    void offload(std::function<void()> work) {
+        {
+            std::lock_guard lock(work_mu_);
+            work_.push_back(std::move(work));
+        }
+        work_cv_.notify_one();
+    }
+
+    // A new session from `stream`'s Attach: checked (the peer's name, the protocol, the L4's name), then made the
+    // current one, which ends the one before; its stream starts with the hello and the node's tree. A session refused
+    // is finished UNAUTHENTICATED with the reason, which the node logs. Takes ownership of `stream`.
+    void attach(SessionStream* stream, const pb::AttachRequest& request) {
+        grpc::ServerContext& context = stream->context();
         std::string refusal;
-        if (const auto error = peer_name_error(*context->auth_context(), serve_.tls)) {
+        if (const auto error = peer_name_error(*context.auth_context(), serve_.tls)) {
             refusal = *error;
-        } else if (request->protocol() != REMOTE_PROTOCOL) {
-            refusal = "the L4 speaks remote protocol " + std::to_string(request->protocol()) + ", this node " +
+        } else if (request.protocol() != REMOTE_PROTOCOL) {
+            refusal = "the L4 speaks remote protocol " + std::to_string(request.protocol()) + ", this node " +
                       std::to_string(REMOTE_PROTOCOL);
-        } else if (!config::is_node_name(request->l4_name())) {
+        } else if (!config::is_node_name(request.l4_name())) {
             // Not quoted: the name goes to this node's log.
-            refusal = "the L4 names itself with " + std::to_string(request->l4_name().size()) +
+            refusal = "the L4 names itself with " + std::to_string(request.l4_name().size()) +
                       " bytes that are not a node name (1 to " + std::to_string(config::MAX_NAME_LENGTH) +
                       " of A-Z a-z 0-9 _ . -, not dots alone, not chipN or subN)";
         }
         const auto lost_after = serve_.lost_after;
         const auto heartbeat = std::chrono::milliseconds(
-            request->heartbeat_ms() == 0 ? lost_after.count() / 4
-                                         : std::clamp<std::int64_t>(request->heartbeat_ms(), 10, lost_after.count()));
+            request.heartbeat_ms() == 0 ? lost_after.count() / 4
+                                        : std::clamp<std::int64_t>(request.heartbeat_ms(), 10, lost_after.count()));
+        const std::string peer = context.peer();
         std::lock_guard lock(mu_);
         const std::uint64_t id = ++last_id_;
-        auto stream = std::make_unique<SessionStream>(*this, id, context->peer(), heartbeat);
-        SessionStream* raw = stream.get();
-        streams_.emplace(id, std::move(stream));
+        stream->admit(id, heartbeat);
+        streams_.emplace(id, std::unique_ptr<SessionStream>(stream));
         if (stopped_) {
-            raw->end(grpc::Status(grpc::StatusCode::UNAVAILABLE, "node " + name_ + " is stopping"));
-            return raw;
+            stream->end(grpc::Status(grpc::StatusCode::UNAVAILABLE, "node " + name_ + " is stopping"));
+            return;
         }
         if (!refusal.empty()) {
             // An L4 that keeps trying with the same wrong certificate is reported once at warning.
             log_->log(refusal == last_refusal_ ? spdlog::level::debug : spdlog::level::warn,
-                      "refused an L4 session from {}: {}", context->peer(), refusal);
+                      "refused an L4 session from {}: {}", peer, refusal);
             last_refusal_ = refusal;
-            raw->end(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, refusal));
-            return raw;
+            stream->end(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, refusal));
+            return;
         }
         if (current_ != 0) {
             const auto old = streams_.find(current_);
             if (old != streams_.end()) {
                 log_->warn("L4 session {} from {} is replaced by session {} from {}", current_, old->second->peer(), id,
-                           context->peer());
-                old->second->end(
-                    grpc::Status(grpc::StatusCode::ABORTED,
-                                 "replaced by L4 session " + std::to_string(id) + " from " + context->peer()));
+                           peer);
+                old->second->end(grpc::Status(grpc::StatusCode::ABORTED,
+                                              "replaced by L4 session " + std::to_string(id) + " from " + peer));
             }
         }
         current_ = id;
-        log_->info("L4 {} attached from {}: session {}, heartbeat every {} ms", request->l4_name(), context->peer(), id,
+        log_->info("L4 {} attached from {}: session {}, heartbeat every {} ms", request.l4_name(), peer, id,
                    heartbeat.count());
         pb::NodeEvent hello;
         hello.mutable_hello()->set_name(name_);
@@ -275,20 +333,13 @@ public:
         hello.mutable_hello()->set_session(id);
         hello.mutable_hello()->set_protocol(REMOTE_PROTOCOL);
         hello.mutable_hello()->set_pid(static_cast<std::uint32_t>(::getpid()));
-        raw->push(std::move(hello));
+        stream->push(std::move(hello));
         pb::NodeEvent tree;
-        raw->last_status = workers_to_json(supervisor_.status());
-        tree.set_status(raw->last_status);
-        raw->push(std::move(tree));
-        raw->next_heartbeat = std::chrono::steady_clock::now() + heartbeat;
-        return raw;
+        stream->last_status = workers_to_json(supervisor_.status());
+        tree.set_status(stream->last_status);
+        stream->push(std::move(tree));
+        stream->next_heartbeat = std::chrono::steady_clock::now() + heartbeat;
     }
-
-    grpc::ServerBidiReactor<pb::TaskCalls, pb::TaskReplies>* Tasks(grpc::CallbackServerContext* context) override;
-    grpc::ServerWriteReactor<grpc::ByteBuffer>* Read(grpc::CallbackServerContext* context,
-                                                     const grpc::ByteBuffer* call) override;
-    grpc::ServerReadReactor<grpc::ByteBuffer>* Write(grpc::CallbackServerContext* context,
-                                                     grpc::ByteBuffer* reply) override;
 
     // [range] of a buffer that `session` made, as this process maps it for a Read or a Write. Throws RequestError:
     // WORKER_DIED for a session that is not the current one, UNKNOWN_BUFFER for a buffer the session did not make,
@@ -348,92 +399,20 @@ public:
         return out;
     }
 
-    grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context, const pb::TaskCall* call,
-                                   pb::TaskReply* reply) override {
-        grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-        if (const auto error = peer_name_error(*context->auth_context(), serve_.tls)) {
-            reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error));
-            return reactor;
-        }
-        reply->set_code(static_cast<std::uint32_t>(ErrorCode::OK));
-        reply->set_call_id(call->call_id());
-        reactor->Finish(grpc::Status::OK);
-        return reactor;
-    }
-
-    // Creates (POSIX_SHM, or in a chip's device memory) or releases a buffer for the current session. The creation runs
-    // without mu_ held (reserving a large buffer's pages takes a while, and heartbeats go out under mu_); a buffer
-    // whose session ended meanwhile is released at once.
-    // A module of the L4's, loaded into this node's cuda chips as a module load on its own socket would be (the
-    // name and image checked by ModuleService), or unloaded. The answer comes once every chip answered.
-    grpc::ServerUnaryReactor* Module(grpc::CallbackServerContext* context, const pb::ModuleCall* call,
-                                     pb::ModuleReply* reply) override {
-        grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-        if (const auto error = peer_name_error(*context->auth_context(), serve_.tls)) {
-            reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error));
-            return reactor;
-        }
-        const auto answer = [reactor, reply](ErrorCode code, const std::string& message) {
-            reply->set_code(static_cast<std::uint32_t>(code));
-            reply->set_message(message);
-            reactor->Finish(grpc::Status::OK);
-        };
-        const std::uint64_t session = call->session();
-        if (const std::string refusal = session_refusal(session); !refusal.empty()) {
-            answer(ErrorCode::WORKER_DIED, refusal);
-            return reactor;
-        }
-        const std::string name = call->name();
-        if (call->unload()) {
-            const bool had = supervisor_.unload_module(name);
-            if (had) {
-                log_->info("L4 session {}: unloaded module {}", session, name);
-            }
-            answer(ErrorCode::OK, {});
-            return reactor;
-        }
-        const auto* p = reinterpret_cast<const std::byte*>(call->image().data());
-        try {
-            supervisor_.load_module_async(name, std::vector<std::byte>(p, p + call->image().size()),
-                                          [answer, reply, session, name, log = log_](ModuleLoadResult r) {
-                                              if (r.code == ErrorCode::OK) {
-                                                  for (const std::string& chip : r.module.chips) {
-                                                      reply->add_chips(chip);
-                                                  }
-                                                  log->info("L4 session {}: loaded module {} ({} bytes) on {} chips",
-                                                            session, name, r.module.bytes, r.module.chips.size());
-                                              } else {
-                                                  log->info("L4 session {}: module {} not loaded: {}", session, name,
-                                                            r.message);
-                                              }
-                                              answer(r.code, r.message);
-                                          });
-        } catch (const RequestError& e) {
-            log_->info("L4 session {}: module {} not loaded: {}", session, name, e.what());
-            answer(e.code(), e.what());
-        }
-        return reactor;
-    }
-
-    grpc::ServerUnaryReactor* Buffer(grpc::CallbackServerContext* context, const pb::BufferCall* call,
-                                     pb::BufferReply* reply) override {
-        grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-        if (const auto error = peer_name_error(*context->auth_context(), serve_.tls)) {
-            reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error));
-            return reactor;
-        }
+    // Creates (POSIX_SHM, or in a chip's device memory) or releases a buffer for `session`, as `call` asks; the
+    // reply's code and message say how it went. A buffer whose session ended while it was created is released at once.
+    // Runs on the worker: reserving a large buffer's pages, or a chip's device memory, takes a while.
+    void buffer_call(const pb::BufferCall& call, pb::BufferReply& reply) {
         const auto answer = [&](ErrorCode code, const std::string& message) {
-            reply->set_code(static_cast<std::uint32_t>(code));
-            reply->set_message(message);
-            reactor->Finish(grpc::Status::OK);
-            return reactor;
+            reply.set_code(static_cast<std::uint32_t>(code));
+            reply.set_message(message);
         };
-        const std::uint64_t session = call->session();
+        const std::uint64_t session = call.session();
         if (const std::string refusal = session_refusal(session); !refusal.empty()) {
             return answer(ErrorCode::WORKER_DIED, refusal);
         }
         try {
-            const BufferCallRequest decoded = decode_buffer_call(*call);
+            const BufferCallRequest decoded = decode_buffer_call(call);
             if (decoded.create) {
                 BufferRequest request;
                 request.nbytes = decoded.nbytes;
@@ -460,7 +439,7 @@ public:
                                   "L4 session " + std::to_string(session) + " ended while its buffer was created");
                 }
                 log_->info("L4 session {}: created buffer {} ({} bytes)", session, to_string(d.identity), d.nbytes);
-                reply->set_buffer_descriptor(std::string(reinterpret_cast<const char*>(&d), sizeof d));
+                reply.set_buffer_descriptor(std::string(reinterpret_cast<const char*>(&d), sizeof d));
                 return answer(ErrorCode::OK, {});
             }
             {
@@ -518,6 +497,7 @@ public:
     }
 
     Supervisor& supervisor() noexcept { return supervisor_; }
+    spdlog::logger& log() noexcept { return *log_; }
 
     // A new POSIX_SHM buffer of `length` bytes on this host, mapped, for the bytes of a device buffer.
     SessionBytes staging(std::uint64_t length) {
@@ -551,13 +531,39 @@ public:
     }
     const config::TlsConfig& tls() const noexcept { return serve_.tls; }
 
-    // Called by a stream when gRPC is done with it (possibly inside a call that holds mu_): the ticker forgets it.
+    // Called by a session's stream once it retired (possibly inside a call that holds mu_): the ticker destroys it.
     void forget(std::uint64_t id) {
         std::lock_guard lock(done_mu_);
         done_.push_back(id);
     }
 
 private:
+    // Posts the first request of each method; each call, once it came, requests the next of its kind.
+    void request_calls();
+
+    void serve_queue() {
+        void* tag = nullptr;
+        bool ok = false;
+        while (cq_->Next(&tag, &ok)) {
+            ServerCall::complete(tag, ok);
+        }
+    }
+
+    void work_loop() {
+        std::unique_lock lock(work_mu_);
+        for (;;) {
+            work_cv_.wait(lock, [this] { return work_stopped_ || !work_.empty(); });
+            if (work_.empty()) {
+                return;
+            }
+            auto work = std::move(work_.front());
+            work_.pop_front();
+            lock.unlock();
+            work();
+            lock.lock();
+        }
+    }
+
     void tick_loop() {
         std::unique_lock lock(mu_);
         while (!stopped_) {
@@ -636,7 +642,10 @@ private:
     const std::string name_;
     std::shared_ptr<spdlog::logger> log_;
     int port_ = 0;
+    NodeService service_;
+    std::unique_ptr<grpc::ServerCompletionQueue> cq_;
     std::unique_ptr<grpc::Server> server_;
+    std::thread cq_thread_;
     mutable std::mutex mu_;
     std::condition_variable tick_cv_;
     std::map<std::uint64_t, std::unique_ptr<SessionStream>> streams_;
@@ -647,8 +656,13 @@ private:
     std::string last_refusal_;
     bool stopped_ = false;
     std::thread ticker_;
-    std::mutex done_mu_; // a leaf lock: streams gRPC is done with
+    std::mutex done_mu_; // a leaf lock: session streams that retired
     std::vector<std::uint64_t> done_;
+    std::mutex work_mu_; // a leaf lock: the worker's queue
+    std::condition_variable work_cv_;
+    std::deque<std::function<void()>> work_;
+    bool work_stopped_ = false;
+    std::thread worker_;
 };
 
 } // namespace canopy::daemon

@@ -1,5 +1,5 @@
-// The streams of a node's L4 session that carry work and bytes (daemon/remote_server_impl.h): Tasks, Read and
-// Write. Each owns itself until gRPC is done with it.
+// The calls of a node's L4 session that carry work and bytes (daemon/remote_server_impl.h): Tasks, Read and Write,
+// on the node's completion queue. Each deletes itself once nothing of it is in progress (ServerCall).
 #include "daemon/chunk_message.h"
 #include "daemon/remote_server_impl.h"
 #include "daemon/task_batch.h"
@@ -9,33 +9,104 @@
 
 namespace canopy::daemon {
 
+namespace {
+
 // One session's task stream: each TaskCall read (a TaskCalls message holds one or more) is decoded
 // (decode_task_call) and submitted to the node's Supervisor; each result is written back as a TaskReply with the
 // call's id, in the order the tasks finish, one TaskReplies message at a time holding every reply that queued
-// behind the write before it. The stream owns itself until OnDone. Its state is guarded by Shared::mu, which the
-// results' callbacks also take, and which OnDone clears, so a result that comes after the stream is gone is dropped.
-class TaskStream final : public grpc::ServerBidiReactor<pb::TaskCalls, pb::TaskReplies> {
+// behind the write before it. The results' callbacks reach the stream through Shared, whose pointer retire()
+// clears, so a result that comes after the stream is gone is dropped. Lock order: Shared::mu, then mu_.
+class TaskStream final : public ServerCall {
 public:
-    static TaskStream* open(RemoteServer::Impl& owner, grpc::CallbackServerContext* context) {
-        auto stream = std::unique_ptr<TaskStream>(new TaskStream(owner));
-        TaskStream* raw = stream.get();
-        raw->self_ = std::move(stream);
-        if (const auto error = peer_name_error(*context->auth_context(), owner.tls())) {
-            std::lock_guard lock(raw->shared_->mu);
-            raw->finish_locked(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error));
-            return raw;
-        }
-        raw->StartRead(&raw->in_);
-        return raw;
+    static void request(RemoteServer::Impl& owner) {
+        auto* stream = new TaskStream(owner);
+        stream->context_.AsyncNotifyWhenDone(stream->tag(DONE));
+        owner.service().RequestTasks(&stream->context_, &stream->stream_, owner.queue(), owner.queue(),
+                                     stream->tag(REQUESTED));
     }
 
-    void OnReadDone(bool ok) override {
-        pb::TaskCalls calls;
+private:
+    struct Shared {
+        std::mutex mu;
+        TaskStream* stream = nullptr;
+    };
+
+    explicit TaskStream(RemoteServer::Impl& owner)
+        : ServerCall(owner), stream_(&context_), shared_(std::make_shared<Shared>()) {
+        shared_->stream = this;
+    }
+
+    void proceed(Step step, bool ok) override {
+        switch (step) {
+        case REQUESTED: {
+            if (!ok) {
+                return; // the server is shutting down: no call came, and none will
+            }
+            request(owner_);
+            std::lock_guard lock(mu_);
+            hold(); // DONE
+            if (const auto error = peer_name_error(*context_.auth_context(), owner_.tls())) {
+                finish_locked(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error));
+                return;
+            }
+            read_next_locked();
+            return;
+        }
+        case READ:
+            calls_read(ok);
+            return;
+        case WRITTEN: {
+            std::lock_guard lock(mu_);
+            writing_ = false;
+            if (over_) {
+                return;
+            }
+            if (!ok && !finished_) {
+                final_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the L4 stopped reading its task stream");
+            }
+            if (final_) {
+                finish_locked(*final_);
+                return;
+            }
+            if (!queued_.empty()) {
+                write_next_locked();
+            }
+            finish_if_done_locked();
+            return;
+        }
+        case DONE: {
+            std::lock_guard lock(mu_);
+            over_ = true; // finished, or cancelled (the L4 went away): nothing more is written
+            return;
+        }
+        case FINISHED:
+        case STEPS:
+            return;
+        }
+    }
+
+    // The session's tasks still queued on this node are taken back: nobody waits for their results any more.
+    void retire() override {
         {
             std::lock_guard lock(shared_->mu);
+            shared_->stream = nullptr;
+        }
+        if (session_ != 0) {
+            owner_.withdraw_session_tasks(session_);
+        }
+        delete this;
+    }
+
+    void calls_read(bool ok) {
+        pb::TaskCalls calls;
+        {
+            std::lock_guard lock(mu_);
             if (!ok) {
                 reads_done_ = true;
                 finish_if_done_locked();
+                return;
+            }
+            if (over_) {
                 return;
             }
             std::optional<std::uint64_t> checked; // the session of the calls before, in this message
@@ -52,57 +123,12 @@ public:
             }
             calls.Swap(&in_);
             pending_ += static_cast<std::size_t>(calls.calls_size());
-            StartRead(&in_);
+            read_next_locked();
         }
         // Unlocked: the Supervisor may answer a refused task on this thread, through answer().
         for (pb::TaskCall& call : *calls.mutable_calls()) {
             submit(call);
         }
-    }
-
-    void OnWriteDone(bool ok) override {
-        std::lock_guard lock(shared_->mu);
-        writing_ = false;
-        if (!ok && !finished_) {
-            final_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the L4 stopped reading its task stream");
-        }
-        if (final_) {
-            finish_locked(*final_);
-            return;
-        }
-        if (!queued_.empty()) {
-            write_next_locked();
-        }
-        finish_if_done_locked();
-    }
-
-    void OnCancel() override {
-        std::lock_guard lock(shared_->mu);
-        finish_locked(grpc::Status::CANCELLED);
-    }
-
-    // The session's tasks still queued on this node are taken back: nobody waits for their results any more.
-    void OnDone() override {
-        std::uint64_t session = 0;
-        {
-            std::lock_guard lock(shared_->mu);
-            shared_->stream = nullptr;
-            session = session_;
-        }
-        if (session != 0) {
-            owner_.withdraw_session_tasks(session);
-        }
-        auto self = std::move(self_); // destroys this stream when it goes out of scope, the last act here
-    }
-
-private:
-    struct Shared {
-        std::mutex mu;
-        TaskStream* stream = nullptr;
-    };
-
-    explicit TaskStream(RemoteServer::Impl& owner) : owner_(owner), shared_(std::make_shared<Shared>()) {
-        shared_->stream = this;
     }
 
     void submit(const pb::TaskCall& call) {
@@ -125,13 +151,14 @@ private:
 
     static void answer(const std::shared_ptr<Shared>& shared, std::uint64_t call_id, ErrorCode code,
                        const std::string& message, std::uint64_t start_ns, std::uint64_t end_ns) {
-        std::lock_guard lock(shared->mu);
+        std::lock_guard gone(shared->mu);
         TaskStream* stream = shared->stream;
         if (stream == nullptr) {
             return; // the stream is gone; its L4 learns of the loss its own way
         }
+        std::lock_guard lock(stream->mu_);
         --stream->pending_;
-        if (stream->finished_ || stream->final_) {
+        if (stream->finished_ || stream->final_ || stream->over_) {
             return;
         }
         pb::TaskReply& reply = stream->queued_.emplace_back();
@@ -145,12 +172,18 @@ private:
         }
     }
 
+    void read_next_locked() {
+        hold();
+        stream_.Read(&in_, tag(READ));
+    }
+
     // Moves the oldest queued replies into the next message and writes it.
     void write_next_locked() {
         out_.clear_replies();
         take_batch(queued_, *out_.mutable_replies());
         writing_ = true;
-        StartWrite(&out_);
+        hold();
+        stream_.Write(out_, tag(WRITTEN));
     }
 
     // The L4 closed its side and every task it sent was answered and written: the stream ends well.
@@ -160,9 +193,9 @@ private:
         }
     }
 
-    // Finishes once, after the write in progress if there is one.
+    // Finishes once, after the write in progress if there is one; not at all once the call is over.
     void finish_locked(const grpc::Status& status) {
-        if (finished_) {
+        if (finished_ || over_) {
             return;
         }
         if (writing_) {
@@ -172,59 +205,96 @@ private:
             return;
         }
         finished_ = true;
-        Finish(status);
+        hold();
+        stream_.Finish(status, tag(FINISHED));
     }
 
-    RemoteServer::Impl& owner_;
+    grpc::ServerAsyncReaderWriter<pb::TaskReplies, pb::TaskCalls> stream_;
     std::shared_ptr<Shared> shared_;
-    std::unique_ptr<TaskStream> self_;
     pb::TaskCalls in_;
     std::deque<pb::TaskReply> queued_; // not yet in a message
     pb::TaskReplies out_;              // being written while writing_
     bool writing_ = false;
     bool reads_done_ = false;
     bool finished_ = false;
+    bool over_ = false; // DONE came
     std::optional<grpc::Status> final_;
     std::size_t pending_ = 0;   // tasks submitted and not yet answered
     std::uint64_t session_ = 0; // of the calls read
 };
 
-grpc::ServerBidiReactor<pb::TaskCalls, pb::TaskReplies>*
-RemoteServer::Impl::Tasks(grpc::CallbackServerContext* context) {
-    return TaskStream::open(*this, context);
-}
-
-// A Read: the range is written out in chunks of MAX_CHUNK_BYTES, one write in flight at a time
-// (HTTP/2 flow control paces them), each chunk's data a slice of the mapping (chunk_message). A refusal is one chunk
-// with its code and message. The stream owns itself until OnDone.
-class ReadStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+// A Read: the range is written out in chunks of MAX_CHUNK_BYTES, one write in flight at a time (HTTP/2 flow control
+// paces them), each chunk's data a slice of the mapping (chunk_message). A refusal is one chunk with its code and
+// message. The range is looked up and mapped on the node's worker.
+class ReadStream final : public ServerCall {
 public:
-    ReadStream(RemoteServer::Impl& owner, grpc::CallbackServerContext* context, const grpc::ByteBuffer& request) {
-        try {
-            if (const auto error = peer_name_error(*context->auth_context(), owner.tls())) {
-                Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error));
+    static void request(RemoteServer::Impl& owner) {
+        auto* stream = new ReadStream(owner);
+        owner.service().RequestRead(&stream->context_, &stream->request_, &stream->writer_, owner.queue(),
+                                    owner.queue(), stream->tag(REQUESTED));
+    }
+
+private:
+    explicit ReadStream(RemoteServer::Impl& owner) : ServerCall(owner), writer_(&context_) {}
+
+    void proceed(Step step, bool ok) override {
+        switch (step) {
+        case REQUESTED:
+            if (!ok) {
                 return;
             }
+            request(owner_);
+            if (const auto error = peer_name_error(*context_.auth_context(), owner_.tls())) {
+                finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error));
+                return;
+            }
+            keep();
+            owner_.offload([this] {
+                begin();
+                release();
+            });
+            return;
+        case WRITTEN:
+            if (!ok) {
+                finish(grpc::Status(grpc::StatusCode::CANCELLED, "the L4 stopped reading"));
+            } else if (refused_) {
+                finish(grpc::Status::OK);
+            } else {
+                next();
+            }
+            return;
+        case READ:
+        case FINISHED:
+        case DONE:
+        case STEPS:
+            return;
+        }
+    }
+
+    // On the worker: the range found, and mapped or staged.
+    void begin() {
+        try {
             pb::ReadCall call;
-            grpc::ByteBuffer parsed = request; // Deserialize takes its buffer's bytes
-            if (!grpc::SerializationTraits<pb::ReadCall>::Deserialize(&parsed, &call).ok()) {
+            if (!grpc::SerializationTraits<pb::ReadCall>::Deserialize(&request_, &call).ok()) {
                 refuse(ErrorCode::BAD_REQUEST, "read: the call is not the encoding of a ReadCall");
                 return;
             }
             const ByteRange range = decode_read_call(call);
-            bytes_ = owner.session_bytes(call.session(), range);
+            bytes_ = owner_.session_bytes(call.session(), range);
             if (bytes_.device) {
                 // Device memory: its chip copies the range into a staging buffer first, which is then streamed.
                 const BufferInfo device = *bytes_.device;
-                SessionBytes staged = owner.staging(range.length);
-                owner.chip_copy(device, staged, range.offset, false, [this, staged, device](const TaskResult& r) {
+                SessionBytes staged = owner_.staging(range.length);
+                keep();
+                owner_.chip_copy(device, staged, range.offset, false, [this, staged, device](const TaskResult& r) {
                     if (!r.ok()) {
                         refuse(r.code, "reading device buffer " + to_string(device.descriptor.identity) + " through " +
                                            device.creator + ": " + r.message);
-                        return;
+                    } else {
+                        bytes_ = staged;
+                        next();
                     }
-                    bytes_ = staged;
-                    next();
+                    release();
                 });
                 return;
             }
@@ -238,21 +308,6 @@ public:
         next();
     }
 
-    void OnWriteDone(bool ok) override {
-        if (!ok) {
-            Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the L4 stopped reading"));
-            return;
-        }
-        if (refused_) {
-            Finish(grpc::Status::OK);
-            return;
-        }
-        next();
-    }
-
-    void OnDone() override { delete this; }
-
-private:
     void refuse(ErrorCode code, const std::string& message) {
         refused_ = true;
         pb::Chunk chunk;
@@ -260,12 +315,12 @@ private:
         chunk.set_message(message.substr(0, MAX_CHUNK_MESSAGE_BYTES));
         bool own = false;
         (void)grpc::SerializationTraits<pb::Chunk>::Serialize(chunk, &out_, &own);
-        StartWrite(&out_);
+        write();
     }
 
     void next() {
         if (sent_ == bytes_.length) {
-            Finish(grpc::Status::OK);
+            finish(grpc::Status::OK);
             return;
         }
         if (!keep_) {
@@ -274,9 +329,23 @@ private:
         const std::uint64_t n = std::min(MAX_CHUNK_BYTES, bytes_.length - sent_);
         out_ = chunk_message(pb::Chunk{}, bytes_.data + sent_, n, keep_);
         sent_ += n;
-        StartWrite(&out_);
+        write();
     }
 
+    void write() {
+        std::lock_guard lock(mu_);
+        hold();
+        writer_.Write(out_, tag(WRITTEN));
+    }
+
+    void finish(const grpc::Status& status) {
+        std::lock_guard lock(mu_);
+        hold();
+        writer_.Finish(status, tag(FINISHED));
+    }
+
+    grpc::ByteBuffer request_;
+    grpc::ServerAsyncWriter<grpc::ByteBuffer> writer_;
     SessionBytes bytes_;
     std::shared_ptr<const void> keep_;
     grpc::ByteBuffer out_;
@@ -284,42 +353,59 @@ private:
     bool refused_ = false;
 };
 
-// A Write: the first chunk names the range; each chunk's data lands after the last, copied once from where gRPC
-// received it (scan_chunk). The reply says OK once the stream ended with every byte of the range in place, or
-// why not. The stream owns itself until OnDone.
-class WriteStream final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+// A Write: the first chunk names the range, which is looked up and mapped (or staged) on the node's worker; each
+// chunk's data lands after the last, copied once from where gRPC received it (scan_chunk). The reply says OK once
+// the stream ended with every byte of the range in place, or why not.
+class WriteStream final : public ServerCall {
 public:
-    WriteStream(RemoteServer::Impl& owner, grpc::CallbackServerContext* context, grpc::ByteBuffer* reply)
-        : owner_(owner), reply_(reply) {
-        if (const auto error = peer_name_error(*context->auth_context(), owner.tls())) {
-            Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error));
-            return;
-        }
-        StartRead(&in_);
+    static void request(RemoteServer::Impl& owner) {
+        auto* stream = new WriteStream(owner);
+        owner.service().RequestWrite(&stream->context_, &stream->reader_, owner.queue(), owner.queue(),
+                                     stream->tag(REQUESTED));
     }
 
-    void OnReadDone(bool ok) override {
-        if (!ok) {
-            if (received_ != range_.length || range_.length == 0) {
-                answer(ErrorCode::BAD_REQUEST, "the write stream ended after " + std::to_string(received_) + " of " +
-                                                   std::to_string(range_.length) + " bytes");
+private:
+    explicit WriteStream(RemoteServer::Impl& owner) : ServerCall(owner), reader_(&context_) {}
+
+    void proceed(Step step, bool ok) override {
+        switch (step) {
+        case REQUESTED: {
+            if (!ok) {
                 return;
             }
-            if (device_) {
-                const BufferInfo device = *device_;
-                owner_.chip_copy(device, bytes_, range_.offset, true, [this, device](const TaskResult& r) {
-                    if (!r.ok()) {
-                        answer(r.code, "writing device buffer " + to_string(device.descriptor.identity) + " through " +
-                                           device.creator + ": " + r.message);
-                        return;
-                    }
-                    answer(ErrorCode::OK, {});
-                });
+            request(owner_);
+            std::lock_guard lock(mu_);
+            hold();
+            if (const auto error = peer_name_error(*context_.auth_context(), owner_.tls())) {
+                reader_.FinishWithError(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error), tag(FINISHED));
                 return;
             }
-            answer(ErrorCode::OK, {});
+            reader_.Read(&in_, tag(READ));
             return;
         }
+        case READ:
+            if (!ok) {
+                ended();
+            } else if (range_.length == 0) {
+                keep();
+                owner_.offload([this] {
+                    take_chunk();
+                    release();
+                });
+            } else {
+                take_chunk();
+            }
+            return;
+        case WRITTEN:
+        case FINISHED:
+        case DONE:
+        case STEPS:
+            return;
+        }
+    }
+
+    // A chunk read: its bytes land in the range, and the next is read.
+    void take_chunk() {
         try {
             const ChunkLayout chunk = scan_chunk(in_, "write");
             if (range_.length == 0) {
@@ -346,38 +432,61 @@ public:
             answer(ErrorCode::BAD_REQUEST, e.what());
             return;
         }
-        StartRead(&in_);
+        std::lock_guard lock(mu_);
+        hold();
+        reader_.Read(&in_, tag(READ));
     }
 
-    void OnDone() override { delete this; }
+    // The L4 closed its side: the range is complete, or the reply says how much came.
+    void ended() {
+        if (received_ != range_.length || range_.length == 0) {
+            answer(ErrorCode::BAD_REQUEST, "the write stream ended after " + std::to_string(received_) + " of " +
+                                               std::to_string(range_.length) + " bytes");
+            return;
+        }
+        if (!device_) {
+            answer(ErrorCode::OK, {});
+            return;
+        }
+        const BufferInfo device = *device_;
+        keep();
+        owner_.chip_copy(device, bytes_, range_.offset, true, [this, device](const TaskResult& r) {
+            if (!r.ok()) {
+                answer(r.code, "writing device buffer " + to_string(device.descriptor.identity) + " through " +
+                                   device.creator + ": " + r.message);
+            } else {
+                answer(ErrorCode::OK, {});
+            }
+            release();
+        });
+    }
 
-private:
     void answer(ErrorCode code, const std::string& message) {
         pb::BufferReply reply;
         reply.set_code(static_cast<std::uint32_t>(code));
         reply.set_message(message);
         bool own = false;
-        (void)grpc::SerializationTraits<pb::BufferReply>::Serialize(reply, reply_, &own);
-        Finish(grpc::Status::OK);
+        (void)grpc::SerializationTraits<pb::BufferReply>::Serialize(reply, &reply_, &own);
+        std::lock_guard lock(mu_);
+        hold();
+        reader_.Finish(reply_, grpc::Status::OK, tag(FINISHED));
     }
 
-    RemoteServer::Impl& owner_;
-    grpc::ByteBuffer* reply_;
+    grpc::ServerAsyncReader<grpc::ByteBuffer, grpc::ByteBuffer> reader_;
     grpc::ByteBuffer in_;
+    grpc::ByteBuffer reply_;
     ByteRange range_{};
     SessionBytes bytes_;
     std::optional<BufferInfo> device_; // the device buffer written through bytes_, a staging buffer
     std::uint64_t received_ = 0;
 };
 
-grpc::ServerWriteReactor<grpc::ByteBuffer>* RemoteServer::Impl::Read(grpc::CallbackServerContext* context,
-                                                                     const grpc::ByteBuffer* call) {
-    return new ReadStream(*this, context, *call);
-}
+} // namespace
 
-grpc::ServerReadReactor<grpc::ByteBuffer>* RemoteServer::Impl::Write(grpc::CallbackServerContext* context,
-                                                                     grpc::ByteBuffer* reply) {
-    return new WriteStream(*this, context, reply);
+void request_stream_calls(RemoteServer::Impl& owner) {
+    TaskStream::request(owner);
+    ReadStream::request(owner);
+    WriteStream::request(owner);
 }
 
 } // namespace canopy::daemon
