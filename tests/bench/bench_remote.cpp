@@ -297,8 +297,7 @@ void noop_calls(client::Connection& c, const std::string& on, int calls, std::ve
         const client::TaskState state = c.submit_wait(noop);
         const auto end = Clock::now();
         if (state.status != client::TaskStatus::COMPLETED) {
-            std::fprintf(stderr, "bench_remote: the no-op task on %s did not complete\n", on.c_str());
-            std::exit(1);
+            throw std::runtime_error("the no-op task on " + on + " did not complete: " + state.error_message);
         }
         into.push_back(since_ns(start));
         if (stages != nullptr) {
@@ -329,22 +328,20 @@ double batch_per_task(client::Connection& c, const std::string& on, int calls) {
     const double ns = since_ns(start);
     for (const client::TaskState& state : states) {
         if (state.status != client::TaskStatus::COMPLETED) {
-            std::fprintf(stderr, "bench_remote: a no-op task of the graph on %s did not complete\n", on.c_str());
-            std::exit(1);
+            throw std::runtime_error("a no-op task of the graph on " + on +
+                                     " did not complete: " + state.error_message);
         }
     }
     return ns / calls;
 }
 
-// One task through the client, timed; exits when it does not complete.
+// One task through the client, timed; throws when it does not complete.
 double timed_task(client::Connection& c, const nlohmann::json& task) {
     const client::Task t = client::Task::from_json(task);
     const auto start = Clock::now();
     const auto result = c.submit_wait(t);
     if (result.status != client::TaskStatus::COMPLETED) {
-        std::fprintf(stderr, "bench_remote: %s did not complete: %s\n", task.dump().c_str(),
-                     result.error_message.c_str());
-        std::exit(1);
+        throw std::runtime_error(task.dump() + " did not complete: " + result.error_message);
     }
     return since_ns(start);
 }
@@ -354,9 +351,20 @@ double median_us(std::vector<double> v) {
     return bench::detail::percentile(v, 50) / 1e3;
 }
 
-} // namespace
+// The peer process, killed and reaped when the benchmark ends, whichever way it ends.
+struct Reaped {
+    explicit Reaped(pid_t p) : pid(p) {}
+    pid_t pid;
+    Reaped(const Reaped&) = delete;
+    Reaped& operator=(const Reaped&) = delete;
+    ~Reaped() {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+    }
+};
 
-int main(int argc, char** argv) {
+// The benchmark; a failure throws, so that the daemons, the peer and the namespaces go with the stack.
+int run(int argc, char** argv) {
     using namespace canopy::e2e;
     const int rounds = argc > 1 ? std::atoi(argv[1]) : 5;
     const int calls = argc > 2 ? std::atoi(argv[2]) : 400;
@@ -365,7 +373,7 @@ int main(int argc, char** argv) {
         return 0;
     }
     TestNetwork net({"rack", "hb"});
-    const pid_t peer = fork_in(net.netns_path("hb"), [] { serve_peer(); });
+    const Reaped peer{fork_in(net.netns_path("hb"), [] { serve_peer(); })};
     const nlohmann::json peers = {{"testing", {{"insecure_peers", true}}}};
     const nlohmann::json node = {{"name", "hb"}, {"level", 3}, {"subs", 1}};
     nlohmann::json hb_config = l3_config("hb", "0.0.0.0:" + std::to_string(NODE_PORT), "insecure", peers);
@@ -388,8 +396,6 @@ int main(int argc, char** argv) {
         for (int r = 0; r < rounds; ++r) {
             noop_calls(connection, worker, calls, s.remote);
         }
-        ::kill(peer, SIGKILL);
-        ::waitpid(peer, nullptr, 0);
         std::printf("%s: %zu no-op tasks after %d to warm up, median %.1f us\n", worker.c_str(), s.remote.size(),
                     calls / 4, median_us(s.remote));
         return 0;
@@ -444,7 +450,9 @@ int main(int argc, char** argv) {
             {"args", {{{"tensor", view(from)}, {"tag", "input"}}, {{"tensor", view(to)}, {"tag", "output"}}}}};
     };
     std::vector<double> stream_ns, push_ns, pull_ns;
-    (void)timed_task(connection, copy("hb/sub0", here, there)); // maps the pages on both sides once
+    if (copy_rounds > 0) {
+        (void)timed_task(connection, copy("hb/sub0", here, there)); // maps the pages on both sides once
+    }
     for (int r = 0; r < copy_rounds; ++r) {
         int pipe_fds[2];
         if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
@@ -465,8 +473,6 @@ int main(int argc, char** argv) {
         push_ns.push_back(timed_task(connection, copy("hb/sub0", here, there)));
         pull_ns.push_back(timed_task(connection, copy("sub0", there, here)));
     }
-    ::kill(peer, SIGKILL);
-    ::waitpid(peer, nullptr, 0);
     const auto gbps = [](const std::vector<double>& ns) {
         return static_cast<double>(COPY_BYTES) / (median_us(ns) * 1e3);
     };
@@ -498,4 +504,15 @@ int main(int argc, char** argv) {
     std::printf("copy_push / tcp_stream %.2f (target >= 0.70)\n", push / stream);
     std::printf("copy_pull / tcp_stream %.2f (target >= 0.70)\n", pull / stream);
     return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_remote: %s\n", e.what());
+        return 1;
+    }
 }
