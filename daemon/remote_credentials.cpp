@@ -98,6 +98,10 @@ int keepalive_interval_ms(std::chrono::milliseconds lost_after) noexcept {
     return static_cast<int>(std::max<std::int64_t>(lost_after.count() / 3, 50));
 }
 
+int keepalive_timeout_ms(std::chrono::milliseconds lost_after) noexcept {
+    return static_cast<int>(std::max<std::int64_t>(lost_after.count() - keepalive_interval_ms(lost_after), 50));
+}
+
 grpc::ChannelArguments channel_arguments(const config::RemoteConfig& remote) {
     grpc::ChannelArguments args;
     if (!remote.tls.insecure) {
@@ -105,7 +109,7 @@ grpc::ChannelArguments channel_arguments(const config::RemoteConfig& remote) {
     }
     const int third = keepalive_interval_ms(remote.lost_after);
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, third);
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, third);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, keepalive_timeout_ms(remote.lost_after));
     args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
     args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);

@@ -31,12 +31,16 @@ namespace canopy::daemon {
 std::shared_ptr<grpc::ServerCredentials> server_credentials(const config::TlsConfig& tls);
 std::shared_ptr<grpc::ChannelCredentials> channel_credentials(const config::TlsConfig& tls);
 
-// Both ends ping an idle link every this many ms and give each ping as long: lost_after / 3, at least 50 ms, so
-// that a dead peer fails the link within about lost_after.
+// Each end pings the other once it has heard nothing from it for keepalive_interval_ms (lost_after / 3, at least
+// 50 ms), and gives the ping keepalive_timeout_ms (the rest of lost_after, at least 50 ms) to be answered, so that a
+// peer is lost once silent for lost_after, the time the config allows it, and not before. gRPC also sets the
+// socket's TCP_USER_TIMEOUT to the ping's timeout: data the peer leaves unacknowledged, or a window it leaves
+// closed, for that long ends the connection.
 int keepalive_interval_ms(std::chrono::milliseconds lost_after) noexcept;
+int keepalive_timeout_ms(std::chrono::milliseconds lost_after) noexcept;
 
 // Channel arguments of the L4's link to `remote`: the name the server's certificate must carry, keepalive pings
-// every lost_after / 3 (a dead peer fails the channel within about lost_after), reconnect back-off, and no message
+// (a peer silent for lost_after fails the channel), reconnect back-off, and no message
 // from the node larger than MAX_NODE_MESSAGE_BYTES (daemon/remote_call.h).
 grpc::ChannelArguments channel_arguments(const config::RemoteConfig& remote);
 

@@ -9,7 +9,7 @@
 //
 // One L4 at a time: a new Attach ends the earlier session (its stream finishes ABORTED, and its task stream
 // does at its next call), so an L4 that reconnects after a partition is served at once. An L4 that disappears
-// (keepalive pings every lost_after / 3 go unanswered) ends its session; the node keeps running and waits for the next.
+// (silent for lost_after: keepalive_timeout_ms) ends its session; the node keeps running and waits for the next.
 // With TLS every call's peer certificate must name serve.tls.peer_name.
 //
 // Thread safety: the constructor starts serving; stop() and the destructor from any one thread.

@@ -139,6 +139,33 @@ TEST_CASE("a remote host that stops answering (SIGSTOP) is lost after lost_after
     CHECK(has_log_line(hb, {"L4 rack attached from", "session 2"}));
 }
 
+TEST_CASE("a remote host that stops answering for less than lost_after_ms stays attached, its task finishing",
+          "[remote]") {
+    // The link hears a heartbeat every lost_after / 4, and gRPC's keepalive pings a node it has not heard from for
+    // lost_after / 3 and gives the ping the rest of lost_after: a host is lost only once silent for lost_after.
+    // Stopped for 8.5 s of 12, it was last heard 3 s or less before the stop, which leaves half a second either
+    // way: the keepalive that gave each ping lost_after / 3 lost it 8 s after it was last heard at the latest.
+    const std::uint16_t port = free_tcp_port();
+    const std::int64_t lost_after_ms = 12000;
+    Daemon hb(l3_config("hb", loopback(port), "insecure"));
+    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure", lost_after_ms)}));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    const json slow = rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:1000"});
+    REQUIRE(eventually_started(rack, slow.at("id").get<std::uint64_t>()));
+    REQUIRE(::kill(hb.pid(), SIGSTOP) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(8500));
+    REQUIRE(::kill(hb.pid(), SIGCONT) == 0);
+    const json done = rack.cli_json({"wait", slow.at("id").dump()});
+    INFO(done.dump());
+    CHECK(done.at("state") == "completed");
+    CHECK(worker_at(rack.cli_json({"status"}), "/hb").at("state") == "running");
+    CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
+          "completed");
+    // The same session throughout: the link was never lost.
+    CHECK_FALSE(has_log_line(rack, {"host hb at 127.0.0.1:" + std::to_string(port) + " lost"}));
+    CHECK_FALSE(has_log_line(hb, {"session 2"}));
+}
+
 TEST_CASE("an L4 whose remote host does not answer starts and serves, and attaches the host once it appears",
           "[remote]") {
     const std::uint16_t port = free_tcp_port();
