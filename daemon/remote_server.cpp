@@ -139,29 +139,26 @@ void SessionStream::finish_locked(grpc::Status status) {
 
 namespace {
 
-// The answer to a unary call of the session's: Echo, Buffer or Module. `Request` is the call's message, `Reply`
-// its answer's. The call's peer is checked first; `serve` then fills the reply and calls finish() once, at once or
-// from another thread later, after hold() (the call stays until then).
-template <class Request, class Reply>
+// The answer to a unary call of the session's: Echo, Buffer or Module. `Call` is the method's class, which
+// constructs from the owner alone; `Request` is the call's message, `Reply` its answer's; `Requester` the service's
+// Request method for it (NodeService::RequestEcho). The call's peer is checked first; Call::serve then fills the reply
+// and calls finish() once, at once or from another thread later, after keep() (the call stays until then).
+template <class Call, class Request, class Reply, auto Requester>
 class UnaryCall : public ServerCall {
 public:
-    using Requester = void (NodeService::*)(grpc::ServerContext*, Request*, grpc::ServerAsyncResponseWriter<Reply>*,
-                                            grpc::CompletionQueue*, grpc::ServerCompletionQueue*, void*);
+    // Asks gRPC for the next call of this method. The call is whole before the request, since its completion may
+    // come at once.
+    static void request(RemoteServer::Impl& owner) {
+        Call* call = new Call(owner);
+        (owner.service().*Requester)(&call->context_, &call->request_, &call->responder_, owner.queue(), owner.queue(),
+                                     call->tag(REQUESTED));
+    }
 
 protected:
-    UnaryCall(RemoteServer::Impl& owner, Requester requester)
-        : ServerCall(owner), requester_(requester), responder_(&context_) {}
-
-    // Asks gRPC for a call of this method; the call is whole by then, since its completion may come at once.
-    void start() {
-        (owner_.service().*requester_)(&context_, &request_, &responder_, owner_.queue(), owner_.queue(),
-                                       tag(REQUESTED));
-    }
+    explicit UnaryCall(RemoteServer::Impl& owner) : ServerCall(owner), responder_(&context_) {}
 
     // Serves the call, whose peer is checked. The reply goes with finish().
     virtual void serve() = 0;
-    // Asks gRPC for the next call of this method.
-    virtual void request_next() = 0;
 
     // Sends reply_, status OK.
     void finish() {
@@ -178,7 +175,7 @@ private:
         if (step != REQUESTED || !ok) {
             return;
         }
-        request_next();
+        request(owner_);
         if (const auto error = peer_name_error(*context_.auth_context(), owner_.tls())) {
             std::lock_guard lock(mu_);
             hold();
@@ -188,18 +185,15 @@ private:
         serve();
     }
 
-    Requester requester_;
     grpc::ServerAsyncResponseWriter<Reply> responder_;
 };
 
 // Echo: the call's id back at once, with code OK; nothing runs (health checks, benchmarks).
-class EchoCall final : public UnaryCall<pb::TaskCall, pb::TaskReply> {
+class EchoCall final : public UnaryCall<EchoCall, pb::TaskCall, pb::TaskReply, &NodeService::RequestEcho> {
 public:
-    static void request(RemoteServer::Impl& owner) { (new EchoCall(owner))->start(); }
+    explicit EchoCall(RemoteServer::Impl& owner) : UnaryCall(owner) {}
 
 private:
-    explicit EchoCall(RemoteServer::Impl& owner) : UnaryCall(owner, &NodeService::RequestEcho) {}
-    void request_next() override { request(owner_); }
     void serve() override {
         reply_.set_code(static_cast<std::uint32_t>(ErrorCode::OK));
         reply_.set_call_id(request_.call_id());
@@ -208,13 +202,11 @@ private:
 };
 
 // Buffer: a buffer created or released for the session, on the node's worker (Impl::buffer_call).
-class BufferCall final : public UnaryCall<pb::BufferCall, pb::BufferReply> {
+class BufferCall final : public UnaryCall<BufferCall, pb::BufferCall, pb::BufferReply, &NodeService::RequestBuffer> {
 public:
-    static void request(RemoteServer::Impl& owner) { (new BufferCall(owner))->start(); }
+    explicit BufferCall(RemoteServer::Impl& owner) : UnaryCall(owner) {}
 
 private:
-    explicit BufferCall(RemoteServer::Impl& owner) : UnaryCall(owner, &NodeService::RequestBuffer) {}
-    void request_next() override { request(owner_); }
     void serve() override {
         keep();
         owner_.offload([this] {
@@ -227,13 +219,11 @@ private:
 
 // Module: a module of the L4's loaded into this node's cuda chips as a module load on its own socket would be (the
 // name and image checked by ModuleService), or unloaded. The answer comes once every chip answered.
-class ModuleCall final : public UnaryCall<pb::ModuleCall, pb::ModuleReply> {
+class ModuleCall final : public UnaryCall<ModuleCall, pb::ModuleCall, pb::ModuleReply, &NodeService::RequestModule> {
 public:
-    static void request(RemoteServer::Impl& owner) { (new ModuleCall(owner))->start(); }
+    explicit ModuleCall(RemoteServer::Impl& owner) : UnaryCall(owner) {}
 
 private:
-    explicit ModuleCall(RemoteServer::Impl& owner) : UnaryCall(owner, &NodeService::RequestModule) {}
-    void request_next() override { request(owner_); }
     void serve() override {
         keep();
         owner_.offload([this] { load(); });
