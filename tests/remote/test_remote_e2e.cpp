@@ -139,6 +139,30 @@ TEST_CASE("a remote host that stops answering (SIGSTOP) is lost after lost_after
     CHECK(has_log_line(hb, {"L4 rack attached from", "session 2"}));
 }
 
+TEST_CASE("a remote host that is shut down ends its L4's session naming why, and exits cleanly with a task of the "
+          "L4's still running there",
+          "[remote]") {
+    const std::uint16_t port = free_tcp_port();
+    Daemon hb(l3_config("hb", loopback(port), "insecure"));
+    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure")}));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    const json slow = rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:30000"});
+    REQUIRE(eventually_started(rack, slow.at("id").get<std::uint64_t>()));
+    // hb's server ends the session at once, then cancels the task stream it still serves, then its supervisor
+    // stops the sub that runs the task: the daemon exits 0 on its own, well before stop() would kill it.
+    const auto asked = std::chrono::steady_clock::now();
+    CHECK(hb.stop() == 0);
+    CHECK(std::chrono::steady_clock::now() - asked < std::chrono::seconds(15));
+    const json failed = rack.cli_json({"wait", slow.at("id").dump()});
+    CHECK(failed.at("error").at("code") == "WORKER_DIED");
+    const std::string why = failed.at("error").at("message").get<std::string>();
+    INFO(why);
+    CHECK_THAT(why, Catch::Contains("host hb at 127.0.0.1:" + std::to_string(port) +
+                                    " lost: its session ended (UNAVAILABLE: node hb is stopping)"));
+    CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
+          "completed");
+}
+
 TEST_CASE("a remote host that stops answering for less than lost_after_ms stays attached, its task finishing",
           "[remote]") {
     // The link hears a heartbeat every lost_after / 4, and gRPC's keepalive pings a node it has not heard from for
