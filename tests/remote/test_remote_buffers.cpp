@@ -425,3 +425,63 @@ TEST_CASE("a cuda_vmm buffer of a remote host's chip is written, read and copied
     CHECK(bytes_of(rack, here, "here.bin") == expected);
     CHECK(hb.cli_json({"buffer", "list"}).at("buffers").size() == 1);
 }
+
+TEST_CASE("an L4 killed while its copies move bytes to and from its remote host leaves the host serving the next "
+          "L4, with nothing of the old session left",
+          "[remote]") {
+    const std::uint16_t port = free_tcp_port();
+    Daemon hb(l3_config("hb", loopback(port), "insecure"));
+    {
+        Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure")}));
+        REQUIRE(eventually_running(rack, "/hb/sub0"));
+        const std::size_t n = std::size_t{64} << 20;
+        const std::string N = std::to_string(n);
+        const std::string here = rack.create_buffer(n);
+        const std::string there = rack.cli_json({"buffer", "create", "--bytes", N, "--on", "hb"}).at("id");
+        // Copies each way, one after another; the L4 dies while the fourth push runs, its bytes on a Write stream
+        // of hb's (a copy of 64 MiB takes tens of ms, the listing below a few).
+        std::vector<std::uint64_t> pushes;
+        for (int i = 0; i < 6; ++i) {
+            pushes.push_back(rack.cli_json({"submit", "copy", "--on", "hb/sub0", "--in", here + ":uint8:" + N, "--out",
+                                            there + ":uint8:" + N})
+                                 .at("id")
+                                 .get<std::uint64_t>());
+            (void)rack.cli_json(
+                {"submit", "copy", "--on", "sub0", "--in", there + ":uint8:" + N, "--out", here + ":uint8:" + N});
+        }
+        RawClient listing(rack.socket());
+        std::string state = "queued";
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        while (state == "queued" && std::chrono::steady_clock::now() < deadline) {
+            const json tasks = listing.request({{"op", "tasks"}});
+            for (const auto& t : tasks.at("tasks")) {
+                if (t.at("id") == pushes[3]) {
+                    state = t.at("state");
+                }
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+        REQUIRE(state == "running");
+        REQUIRE(::kill(rack.pid(), SIGKILL) == 0);
+        REQUIRE(rack.wait_exit(std::chrono::seconds(10)).has_value());
+        CHECK(eventually_logged(hb, {"L4 session 1 ended: released its 1 buffers"}));
+    }
+    CHECK(hb.cli_json({"buffer", "list"}).at("buffers").empty());
+
+    // The next L4 is served, and its bytes cross both ways.
+    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure")}));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    CHECK(has_log_line(hb, {"L4 rack attached from", "session 2"}));
+    const std::size_t n = 1 << 20;
+    const std::string N = std::to_string(n);
+    const std::string here = rack.create_buffer(n);
+    const std::string there = rack.cli_json({"buffer", "create", "--bytes", N, "--on", "hb"}).at("id");
+    const std::string bytes = pattern_bytes(n, 11);
+    write_file(rack.dir(), "in.bin", bytes);
+    REQUIRE(rack.cli({"buffer", "write", here, "--from", (rack.dir() / "in.bin").string()}).rc == 0);
+    REQUIRE(rack.cli_json({"submit", "copy", "--on", "hb/sub0", "--in", here + ":uint8:" + N, "--out",
+                           there + ":uint8:" + N, "--wait"})
+                .at("state") == "completed");
+    CHECK(bytes_of(rack, there, "there.bin") == bytes);
+    CHECK(hb.cli_json({"buffer", "list"}).at("buffers").size() == 1);
+}
