@@ -12,6 +12,7 @@
 #include "daemon/remote_call.h"
 #include "daemon/remote_credentials.h"
 #include "daemon/remote_server.h"
+#include "daemon/serial_worker.h"
 #include "daemon/staged_copy.h"
 #include "remote/canopy_remote.grpc.pb.h"
 
@@ -213,7 +214,6 @@ public:
         }
         request_calls();
         cq_thread_ = std::thread([this] { serve_queue(); });
-        worker_ = std::thread([this] { work_loop(); });
         log_->info("serving a remote L4 on {} ({}), peer name {}", address,
                    serve.tls.insecure ? "insecure plain TCP" : "mutual TLS",
                    serve.tls.insecure ? "unchecked" : serve.tls.peer_name);
@@ -244,12 +244,7 @@ public:
         server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
         cq_->Shutdown();
         cq_thread_.join();
-        {
-            std::lock_guard lock(work_mu_);
-            work_stopped_ = true;
-        }
-        work_cv_.notify_all();
-        worker_.join();
+        worker_.stop();
         server_->Wait();
         std::lock_guard lock(mu_);
         forget_done_locked();
@@ -267,13 +262,7 @@ public:
 
     // Runs `work` on the node's worker thread: what may take a while (creating or mapping a buffer, loading a module)
     // and must not hold up the queue's thread, which reads every call's messages. Work runs in the order it came.
-    void offload(std::function<void()> work) {
-        {
-            std::lock_guard lock(work_mu_);
-            work_.push_back(std::move(work));
-        }
-        work_cv_.notify_one();
-    }
+    void offload(std::function<void()> work) { worker_.post(std::move(work)); }
 
     // A new session from `stream`'s Attach: checked (the peer's name, the protocol, the L4's name), then made the
     // current one, which ends the one before; its stream starts with the hello and the node's tree. A session refused
@@ -549,21 +538,6 @@ private:
         }
     }
 
-    void work_loop() {
-        std::unique_lock lock(work_mu_);
-        for (;;) {
-            work_cv_.wait(lock, [this] { return work_stopped_ || !work_.empty(); });
-            if (work_.empty()) {
-                return;
-            }
-            auto work = std::move(work_.front());
-            work_.pop_front();
-            lock.unlock();
-            work();
-            lock.lock();
-        }
-    }
-
     void tick_loop() {
         std::unique_lock lock(mu_);
         while (!stopped_) {
@@ -658,11 +632,7 @@ private:
     std::thread ticker_;
     std::mutex done_mu_; // a leaf lock: session streams that retired
     std::vector<std::uint64_t> done_;
-    std::mutex work_mu_; // a leaf lock: the worker's queue
-    std::condition_variable work_cv_;
-    std::deque<std::function<void()>> work_;
-    bool work_stopped_ = false;
-    std::thread worker_;
+    SerialWorker worker_; // what offload() runs
 };
 
 } // namespace canopy::daemon

@@ -615,14 +615,7 @@ void Supervisor::stop(std::optional<std::chrono::steady_clock::time_point> drain
         events_.wait_until(seen, deadline);
     }
     // Relays still waiting for their staging buffer run now; their stages are refused once stopping_ is set.
-    {
-        std::lock_guard lock(relay_mu_);
-        relay_stopping_ = true;
-        relay_cv_.notify_all();
-    }
-    if (relay_thread_.joinable()) {
-        relay_thread_.join();
-    }
+    relays_.stop();
     stopping_ = true;
     notify_events();
     for (auto& slot : slots_) {

@@ -26,6 +26,7 @@
 #include "daemon/module_service.h"
 #include "daemon/request_error.h"
 #include "daemon/restart_policy.h"
+#include "daemon/serial_worker.h"
 #include "daemon/supervisor_options.h"
 #include "daemon/task.h"
 #include "ipc/child_message.h"
@@ -219,7 +220,6 @@ private:
                const Route& second);
     void run_relay(const TaskRequest& request, TaskCallback& done, std::uint64_t task_id, const Route& first,
                    const Route& second);
-    void relay_loop();
 
     // lifecycle (supervisor.cpp)
     // Why an incarnation ended: its own exit (or a failure to start it), its zygote's death, or a stop.
@@ -353,12 +353,8 @@ private:
 
     ModuleService modules_;
 
-    // Relays waiting for their staging buffer (relay()), run in order by relay_thread_, started at the first.
-    std::mutex relay_mu_;
-    std::condition_variable relay_cv_;
-    std::deque<std::function<void()>> relay_work_;
-    std::thread relay_thread_;
-    bool relay_stopping_ = false;
+    // Relays waiting for their staging buffer (relay()), run in order.
+    SerialWorker relays_;
 
     // Failures kept for the tasks ordered after them (TaskRequest::keep_failure), by task id, until
     // forget_failure. A leaf lock, taken under a slot's mu.

@@ -166,28 +166,7 @@ void Supervisor::relay(const TaskRequest& request, TaskCallback& done, std::uint
             done(TaskResult{task_id, e.code(), e.what(), 0, 0});
         }
     };
-    std::lock_guard lock(relay_mu_);
-    if (!relay_thread_.joinable()) {
-        relay_thread_ = std::thread([this] { relay_loop(); });
-    }
-    relay_work_.push_back(std::move(work));
-    relay_cv_.notify_one();
-}
-
-// Runs the relays in order until stop() asks it to end and none is left.
-void Supervisor::relay_loop() {
-    std::unique_lock lock(relay_mu_);
-    for (;;) {
-        relay_cv_.wait(lock, [&] { return relay_stopping_ || !relay_work_.empty(); });
-        if (relay_work_.empty()) {
-            return;
-        }
-        auto work = std::move(relay_work_.front());
-        relay_work_.pop_front();
-        lock.unlock();
-        work();
-        lock.lock();
-    }
+    relays_.post(std::move(work));
 }
 
 // Throws RequestError before it takes `done` (the staging buffer could not be made).
