@@ -4,6 +4,7 @@
 #include "tests/remote/remote_fixture.h"
 #include "tests/skip.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <cstring>
@@ -438,30 +439,32 @@ TEST_CASE("an L4 killed while its copies move bytes to and from its remote host 
         const std::string N = std::to_string(n);
         const std::string here = rack.create_buffer(n);
         const std::string there = rack.cli_json({"buffer", "create", "--bytes", N, "--on", "hb"}).at("id");
-        // Copies each way, one after another; the L4 dies while the fourth push runs, its bytes on a Write stream
-        // of hb's (a copy of 64 MiB takes tens of ms, the listing below a few).
-        std::vector<std::uint64_t> pushes;
-        for (int i = 0; i < 6; ++i) {
-            pushes.push_back(rack.cli_json({"submit", "copy", "--on", "hb/sub0", "--in", here + ":uint8:" + N, "--out",
-                                            there + ":uint8:" + N})
-                                 .at("id")
-                                 .get<std::uint64_t>());
-            (void)rack.cli_json(
-                {"submit", "copy", "--on", "sub0", "--in", there + ":uint8:" + N, "--out", here + ":uint8:" + N});
-        }
+        // Copies each way, one after another; the L4 dies while a push runs, its bytes on a Write stream of hb's.
+        // A batch of copies is queued, and the listing watched until a push of it is seen running; a machine fast
+        // enough to finish a batch between two listings gets another batch.
         RawClient listing(rack.socket());
-        std::string state = "queued";
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-        while (state == "queued" && std::chrono::steady_clock::now() < deadline) {
-            const json tasks = listing.request({{"op", "tasks"}});
-            for (const auto& t : tasks.at("tasks")) {
-                if (t.at("id") == pushes[3]) {
-                    state = t.at("state");
+        bool seen_running = false;
+        for (int batch = 0; batch < 10 && !seen_running; ++batch) {
+            std::vector<std::uint64_t> pushes;
+            for (int i = 0; i < 6; ++i) {
+                pushes.push_back(rack.cli_json({"submit", "copy", "--on", "hb/sub0", "--in", here + ":uint8:" + N,
+                                                "--out", there + ":uint8:" + N})
+                                     .at("id")
+                                     .get<std::uint64_t>());
+                (void)rack.cli_json(
+                    {"submit", "copy", "--on", "sub0", "--in", there + ":uint8:" + N, "--out", here + ":uint8:" + N});
+            }
+            for (bool pending = true; pending && !seen_running;) {
+                const json tasks = listing.request({{"op", "tasks"}});
+                pending = false;
+                for (const auto& t : tasks.at("tasks")) {
+                    const bool push = std::find(pushes.begin(), pushes.end(), t.at("id")) != pushes.end();
+                    seen_running = seen_running || (push && t.at("state") == "running");
+                    pending = pending || (push && (t.at("state") == "queued" || t.at("state") == "running"));
                 }
             }
-            std::this_thread::sleep_for(std::chrono::milliseconds(2));
         }
-        REQUIRE(state == "running");
+        REQUIRE(seen_running);
         REQUIRE(::kill(rack.pid(), SIGKILL) == 0);
         REQUIRE(rack.wait_exit(std::chrono::seconds(10)).has_value());
         CHECK(eventually_logged(hb, {"L4 session 1 ended: released its 1 buffers"}));
