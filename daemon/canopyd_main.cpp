@@ -13,9 +13,11 @@
 #include "config/config_error.h"
 #include "daemon/notify.h"
 #include "daemon/service.h"
+#include "ipc/cpus.h"
 #include "protocol/version.h"
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <iostream>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -113,6 +115,9 @@ int main(int argc, char** argv) {
     try {
         auto log = make_logger(cfg.log);
         log->debug("open file limit: {}", raise_fd_limit());
+        const char* spin = std::getenv("CANOPY_SPIN");
+        log->log(spin != nullptr && !ipc::parse_spin_policy(spin) ? spdlog::level::warn : spdlog::level::info,
+                 "spinning waits: {}", ipc::spin_summary());
         daemon::Service service(cfg, log);
         return service.run();
     } catch (const std::exception& e) {

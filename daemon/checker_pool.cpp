@@ -1,12 +1,12 @@
 #include "daemon/checker_pool.h"
 
+#include "ipc/cpus.h"
+
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <cstdlib>
 #include <exception>
 #include <latch>
-#include <sched.h>
-#include <thread>
 #include <vector>
 
 namespace canopy::daemon {
@@ -19,17 +19,8 @@ unsigned CheckerPool::default_helpers() noexcept {
             return static_cast<unsigned>(threads - 1);
         }
     }
-    const unsigned cpus = usable_cpus();
+    const unsigned cpus = ipc::usable_cpus();
     return cpus < 4 ? 0 : std::min(cpus / 2, 8U) - 1;
-}
-
-unsigned CheckerPool::usable_cpus() noexcept {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (::sched_getaffinity(0, sizeof set, &set) == 0) {
-        return static_cast<unsigned>(CPU_COUNT(&set));
-    }
-    return std::thread::hardware_concurrency();
 }
 
 CheckerPool::CheckerPool(unsigned helpers) : helpers_(helpers) {

@@ -19,12 +19,10 @@ class CheckerPool {
 public:
     // The fewest indices a chunk holds: below this a thread's wake-up costs more than the checks it takes over.
     static constexpr std::size_t MIN_CHUNK = 128;
-    // The CPUs this process may run on (its affinity mask: a cpuset or systemd's CPUAffinity= narrows the machine).
-    static unsigned usable_cpus() noexcept;
     // The most threads CANOPY_CHECK_THREADS may ask for.
     static constexpr unsigned MAX_THREADS = 64;
     // CANOPY_CHECK_THREADS less the caller's own thread, when it is a number from 1 to MAX_THREADS; otherwise half
-    // the CPUs this process may run on, at most 8, less the caller's own, and 0 below 4 CPUs.
+    // the CPUs this process may run on (ipc::usable_cpus), at most 8, less the caller's own, and 0 below 4 CPUs.
     static unsigned default_helpers() noexcept;
 
     explicit CheckerPool(unsigned helpers = default_helpers());

@@ -106,13 +106,13 @@ public:
     // before READY and whenever the tree changes, from any thread; one snapshot at a time, in order.
     void push_status() {
         std::lock_guard one(push_mu_);
-        const std::string json = workers_to_json(nested_.status());
+        const std::string tree = workers_to_json(nested_.status());
         ipc::ChildMessage header{};
         header.type = static_cast<std::uint32_t>(ipc::ChildMessageType::STATUS_REPLY);
         header.pid = ::getpid();
-        std::vector<std::byte> bytes(sizeof header + json.size());
+        std::vector<std::byte> bytes(sizeof header + tree.size());
         std::memcpy(bytes.data(), &header, sizeof header);
-        std::memcpy(bytes.data() + sizeof header, json.data(), json.size());
+        std::memcpy(bytes.data() + sizeof header, tree.data(), tree.size());
         try {
             ipc::send_message(control_, std::span<const std::byte>(bytes.data(), bytes.size()));
         } catch (const std::exception&) {

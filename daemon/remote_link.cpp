@@ -9,6 +9,7 @@
 #include "daemon/remote_session_streams.h"
 #include "daemon/supervisor.h"
 #include "ipc/child_message.h"
+#include "ipc/cpus.h"
 #include "ipc/fd_passing.h"
 #include "ipc/mailbox_child.h"
 #include "protocol/module_launch.h"
@@ -141,6 +142,12 @@ public:
         control_reader_ = std::thread([this] { read_control(); });
         worker::send_ready(control_.get());
         return worker::serve_frames(mailbox_, *this);
+    }
+
+    // A remote task's next frame comes a network round trip after the last one, longer than a worker's spin lasts.
+    // Where CPUs are to spare the link spins through it, as the L4's completion thread does for the link's results.
+    std::uint32_t next_spin() const noexcept override {
+        return ipc::spare_cpus() ? ipc::MailboxChild::SPIN_SPARE : ipc::MailboxChild::SPIN;
     }
 
 protected:

@@ -9,6 +9,7 @@
 #include "daemon/chunk_message.h"
 #include "daemon/host_window.h"
 #include "daemon/json_codec.h"
+#include "daemon/queue_poll.h"
 #include "daemon/remote_call.h"
 #include "daemon/remote_credentials.h"
 #include "daemon/remote_server.h"
@@ -77,7 +78,9 @@ struct StagingBuffer {
 // The node's gRPC service: every method asynchronous, served on the node's one completion queue by one thread, the
 // only thread of the node that waits in gRPC's poller. (gRPC's callback API runs its reactors on two threads that
 // take turns polling the socket, which costs every message read a hand-off between them: docs/performance.md,
-// "Wake-ups per task".) Read and Write are raw: their chunks are parsed and written in place (daemon/chunk_message.h).
+// "Wake-ups per task".) On a machine with CPUs to spare that thread polls the queue for a while after each event
+// before it blocks (next_event), so that the L4's next task finds it awake. Read and Write are raw: their chunks are
+// parsed and written in place (daemon/chunk_message.h).
 using NodeService = pb::Node::WithAsyncMethod_Attach<pb::Node::WithAsyncMethod_Tasks<
     pb::Node::WithAsyncMethod_Echo<pb::Node::WithAsyncMethod_Buffer<pb::Node::WithRawMethod_Read<
         pb::Node::WithRawMethod_Write<pb::Node::WithAsyncMethod_Module<pb::Node::Service>>>>>>>;
@@ -533,7 +536,7 @@ private:
     void serve_queue() {
         void* tag = nullptr;
         bool ok = false;
-        while (cq_->Next(&tag, &ok)) {
+        while (next_event(*cq_, &tag, &ok)) {
             ServerCall::complete(tag, ok);
         }
     }

@@ -1,5 +1,6 @@
 #include "daemon/remote_session_streams.h"
 
+#include "daemon/queue_poll.h"
 #include "daemon/task_batch.h"
 
 namespace canopy::daemon {
@@ -44,7 +45,7 @@ void SessionStreams::send(pb::TaskCall call) {
 void SessionStreams::run() {
     void* got = nullptr;
     bool ok = false;
-    while (cq_.Next(&got, &ok)) {
+    while (next_event(cq_, &got, &ok)) {
         if (!handle(static_cast<Op>(reinterpret_cast<std::uintptr_t>(got)), ok)) {
             cq_.Shutdown();
         }

@@ -7,7 +7,8 @@
 // runs reactors on two threads of its own that take turns at polling the channel's socket, so that each message
 // read also wakes the other to take over the polling; a blocking Read on a thread of the link's own joins the
 // same rotation. A remote no-op task woke the link's threads about 7 times with those, and about 3.5 times
-// with this (docs/performance.md, "Wake-ups per task").
+// with this (docs/performance.md, "Wake-ups per task"). On a machine with CPUs to spare the thread polls the queue
+// for QUEUE_POLL after each event before it blocks (next_event), so that a task's reply finds it awake.
 //
 // send() queues a call: one message is written at a time and holds every call queued behind the write before it
 // (MAX_BATCH_CALLS, MAX_BATCH_BYTES). Each event read goes to `on_event`, each reply to `on_reply`, and the end of

@@ -1,4 +1,5 @@
 #include "daemon/supervisor.h"
+#include "ipc/cpus.h"
 #include "ipc/futex.h"
 #include "protocol/builtin_launch.h"
 #include "protocol/module_launch.h"
@@ -22,13 +23,6 @@ constexpr std::uint32_t RESULT_SPIN = 2000;
 // so that a result of a task of that length (a large reduction, a matmul) is taken without a futex wake, which
 // after such an idle stretch costs 40-100 us. AdaptiveSpin shortens it for a worker whose tasks run longer.
 constexpr std::uint32_t RESULT_SPIN_SPARE = 50000;
-
-// Whether this machine has CPUs for idle completion threads to spin on: on 2 CPUs the io thread, a worker and
-// the client already take them (docs/performance.md).
-bool spare_cpus() {
-    static const bool spare = std::thread::hardware_concurrency() >= 4;
-    return spare;
-}
 
 kernels::WorkerKind worker_kind(ChildKind kind) {
     return kind == ChildKind::SUB ? kernels::WorkerKind::SUB : kernels::WorkerKind::CHIP;
@@ -484,7 +478,7 @@ TaskResult Supervisor::run(TaskRequest request) {
         }
         meeting->cv.notify_one();
     });
-    const std::uint32_t spin = spare_cpus() ? RESULT_SPIN_SPARE : RUN_SPIN;
+    const std::uint32_t spin = ipc::spare_cpus() ? RESULT_SPIN_SPARE : RUN_SPIN;
     for (std::uint32_t i = 0; i < spin && !meeting->ready.load(std::memory_order_acquire); ++i) {
         ipc::spin_pause(i);
     }
@@ -621,9 +615,9 @@ void Supervisor::completion_loop(ChildSlot& slot, Incarnation& inc) {
         // submitting task after task), then blocks. With nothing in flight on a machine of few CPUs it blocks at
         // once: its spin would take a CPU from the io thread and the worker. A submit into the empty mailbox
         // wakes a blocked wait, so that it spins while that frame runs.
-        inc.mailbox->wait_activity(seen, busy && spare_cpus()   ? RESULT_SPIN_SPARE
-                                         : busy || spare_cpus() ? RESULT_SPIN
-                                                                : 0);
+        inc.mailbox->wait_activity(seen, busy && ipc::spare_cpus()   ? RESULT_SPIN_SPARE
+                                         : busy || ipc::spare_cpus() ? RESULT_SPIN
+                                                                     : 0);
     }
 }
 

@@ -235,7 +235,7 @@ int serve_frames(ipc::MailboxChild& mailbox, FrameRunner& runner) {
     FrameTrailer trailer{};
     for (;;) {
         runner.before_next(mailbox.next_ready());
-        TaskFrame* frame = mailbox.next(trailer);
+        TaskFrame* frame = mailbox.next(trailer, runner.next_spin());
         if (frame == nullptr) {
             break;
         }

@@ -135,6 +135,8 @@ public:
     // launches back to report them in a batch must hand them on when `next_ready` is false: no later frame
     // is there to do it. Never throws.
     virtual void before_next(bool /*next_ready*/) noexcept {}
+    // The most steps the frame loop spins for the next frame before it blocks (MailboxChild::next).
+    virtual std::uint32_t next_spin() const noexcept { return ipc::MailboxChild::SPIN; }
 
 protected:
     virtual void release(const CanonicalIdentity& id) = 0;

@@ -24,6 +24,21 @@ TEST_CASE("soak: clients' random requests through an L4 over its own host and a 
          canopy::testing::property_cases(600));
 }
 
+TEST_CASE("soak: the same with every long wait spinning, the link's frame loop and both gRPC completion queues "
+          "polling (CANOPY_SPIN=on)",
+          "[remote][soak]") {
+    const std::uint16_t port = free_tcp_port();
+    const std::map<std::string, std::string> spin = {{"CANOPY_SPIN", "on"}};
+    Daemon hb(l3_config("hb", loopback(port), "insecure", {{"log", {{"level", "info"}}}}), spin);
+    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure")}, {{"log", {{"level", "info"}}}}), spin);
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    REQUIRE(eventually_running(rack, "/hb/chip0"));
+    CHECK(hb.log().find("spinning waits: on (CANOPY_SPIN=on)") != std::string::npos);
+    CHECK(rack.log().find("spinning waits: on (CANOPY_SPIN=on)") != std::string::npos);
+    soak(rack, {{{"sub0", "", ""}, {"hb/chip0", "sim", "hb"}, {"hb/sub0", "", "hb"}}, {"", "hb"}},
+         canopy::testing::property_cases(600));
+}
+
 TEST_CASE("soak: the same with a cuda chip beside a sim chip on the remote host, its cuda_vmm buffers staged across "
           "hosts",
           "[remote][soak][gpu]") {
