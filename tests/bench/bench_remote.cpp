@@ -25,6 +25,7 @@
 #include "bench.h"
 #include "client/connection.h"
 #include "daemon/remote_server.h"
+#include "ipc/cpus.h"
 #include "remote/canopy_remote.grpc.pb.h"
 #include "tests/remote/hosts.h"
 #include "tests/remote/remote_fixture.h"
@@ -479,6 +480,8 @@ int run(int argc, char** argv) {
     const double tcp = median_us(s.tcp), grpc = median_us(s.grpc), grpc_stream = median_us(s.grpc_stream),
                  local = median_us(s.local), local_node = median_us(s.node), remote = median_us(s.remote);
     std::printf("rounds %d x %d calls, medians in us\n", rounds, calls);
+    // The daemons inherit this process's environment and affinity, so they decide as it does.
+    std::printf("spinning waits: %s\n", canopy::ipc::spin_summary().c_str());
     std::printf("tcp_rtt_us %.1f\ngrpc_ping_us %.1f\ngrpc_stream_rtt_us %.1f\nlocal_noop_us %.1f\nnode_noop_us %.1f\n"
                 "remote_noop_us %.1f\n",
                 tcp, grpc, grpc_stream, local, local_node, remote);
