@@ -17,7 +17,6 @@
 #include "protocol/version.h"
 
 #include <CLI/CLI.hpp>
-#include <cstdlib>
 #include <iostream>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -115,9 +114,8 @@ int main(int argc, char** argv) {
     try {
         auto log = make_logger(cfg.log);
         log->debug("open file limit: {}", raise_fd_limit());
-        const char* spin = std::getenv("CANOPY_SPIN");
-        log->log(spin != nullptr && !ipc::parse_spin_policy(spin) ? spdlog::level::warn : spdlog::level::info,
-                 "spinning waits: {}", ipc::spin_summary());
+        const ipc::SpinDecision& spin = ipc::spin_decision();
+        log->log(spin.unknown_value ? spdlog::level::warn : spdlog::level::info, "spinning waits: {}", spin.summary());
         daemon::Service service(cfg, log);
         return service.run();
     } catch (const std::exception& e) {

@@ -1,4 +1,5 @@
 #include "daemon/queue_poll.h"
+
 #include "ipc/cpus.h"
 
 #include <grpc/support/time.h>

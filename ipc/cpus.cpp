@@ -8,11 +8,6 @@
 namespace canopy::ipc {
 namespace {
 
-struct SpinDecision {
-    bool spin = false;
-    std::string why;
-};
-
 SpinDecision decide() {
     const char* given = std::getenv("CANOPY_SPIN");
     const std::optional<SpinPolicy> policy = parse_spin_policy(given == nullptr ? "" : given);
@@ -20,19 +15,19 @@ SpinDecision decide() {
         return {policy == SpinPolicy::ON, std::string("CANOPY_SPIN=") + given};
     }
     const unsigned cpus = usable_cpus();
-    SpinDecision d{cpus >= SPARE_CPUS_FROM, std::to_string(cpus) + " usable CPUs"};
-    if (!policy) {
+    SpinDecision d{cpus >= SPARE_CPUS_FROM, std::to_string(cpus) + " usable CPUs", !policy};
+    if (d.unknown_value) {
         d.why += std::string("; CANOPY_SPIN=\"") + given + "\" is not on, off or auto";
     }
     return d;
 }
 
-const SpinDecision& decision() {
+} // namespace
+
+const SpinDecision& spin_decision() {
     static const SpinDecision d = decide();
     return d;
 }
-
-} // namespace
 
 unsigned usable_cpus() noexcept {
     cpu_set_t set;
@@ -58,15 +53,10 @@ std::optional<SpinPolicy> parse_spin_policy(std::string_view text) noexcept {
 
 bool spare_cpus() noexcept {
     try {
-        return decision().spin;
+        return spin_decision().spin;
     } catch (...) {
         return false; // no memory for the reason: spin as little as possible
     }
-}
-
-std::string spin_summary() {
-    const SpinDecision& d = decision();
-    return std::string(d.spin ? "on" : "off") + " (" + d.why + ")";
 }
 
 } // namespace canopy::ipc

@@ -2,7 +2,8 @@
 // How many CPUs this process may use, and whether its waits that expect work soon spin long before they block
 // (CANOPY_SPIN).
 //
-// Thread safety: any thread. spare_cpus() decides at its first call in a process and keeps the answer.
+// Thread safety: any thread. The decision is made at the first call of spare_cpus() or spin_decision() in a process
+// and kept.
 
 #include <optional>
 #include <string>
@@ -30,9 +31,14 @@ inline constexpr unsigned SPARE_CPUS_FROM = 4;
 // or more.
 bool spare_cpus() noexcept;
 
-// What spare_cpus() decided and why, for the daemon's log: "on (CANOPY_SPIN=on)", "off (2 usable CPUs)". A value of
-// CANOPY_SPIN that parse_spin_policy refuses is named: "on (16 usable CPUs; CANOPY_SPIN=\"yes\" is not on, off or
-// auto)".
-std::string spin_summary();
+// What spare_cpus() answers, and why, for the daemon's log.
+struct SpinDecision {
+    bool spin = false;
+    std::string why;            // "CANOPY_SPIN=on", "2 usable CPUs; CANOPY_SPIN=\"yes\" is not on, off or auto"
+    bool unknown_value = false; // CANOPY_SPIN holds a text that parse_spin_policy refuses
+    // "on (16 usable CPUs)", "off (CANOPY_SPIN=off)".
+    std::string summary() const { return std::string(spin ? "on" : "off") + " (" + why + ")"; }
+};
+const SpinDecision& spin_decision();
 
 } // namespace canopy::ipc

@@ -481,7 +481,7 @@ int run(int argc, char** argv) {
                  local = median_us(s.local), local_node = median_us(s.node), remote = median_us(s.remote);
     std::printf("rounds %d x %d calls, medians in us\n", rounds, calls);
     // The daemons inherit this process's environment and affinity, so they decide as it does.
-    std::printf("spinning waits: %s\n", canopy::ipc::spin_summary().c_str());
+    std::printf("spinning waits: %s\n", canopy::ipc::spin_decision().summary().c_str());
     std::printf("tcp_rtt_us %.1f\ngrpc_ping_us %.1f\ngrpc_stream_rtt_us %.1f\nlocal_noop_us %.1f\nnode_noop_us %.1f\n"
                 "remote_noop_us %.1f\n",
                 tcp, grpc, grpc_stream, local, local_node, remote);
