@@ -577,6 +577,26 @@ std::vector<WorkerStatus> workers_from_json(std::string_view text) {
     return out;
 }
 
+std::string valid_utf8(std::string_view text, std::size_t max_bytes) {
+    std::string out;
+    if (std::all_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
+        out = text.substr(0, max_bytes);
+        return out;
+    }
+    // The library checks the UTF-8 and replaces what is not; its JSON text is read back.
+    out = nlohmann::json::parse(
+              nlohmann::json(std::string(text)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+              .get<std::string>();
+    if (out.size() > max_bytes) {
+        std::size_t end = max_bytes; // the first byte left out: a continuation byte belongs to a character cut
+        while (end > 0 && (static_cast<unsigned char>(out[end]) & 0xC0) == 0x80) {
+            --end;
+        }
+        out.resize(end);
+    }
+    return out;
+}
+
 void append_json_string(std::string& out, std::string_view text) {
     static constexpr char HEX[] = "0123456789abcdef";
     for (const char c : text) {

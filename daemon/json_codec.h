@@ -10,6 +10,7 @@
 #include "daemon/supervisor.h"
 #include "daemon/task.h"
 
+#include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -64,6 +65,12 @@ bool is_level3_worker_path(std::string_view path) noexcept;
 std::string quoted_start(std::string_view text);
 // {"name", "bytes", "format": "ptx"|"cubin"|"fatbin", "chips": [paths]}
 nlohmann::json module_json(const ModuleInfo& m);
+
+// `text` with each byte that is not part of valid UTF-8 replaced by U+FFFD, as append_json_string writes it: what
+// goes into a protobuf string field, which the peer's parse refuses whole when one byte is not UTF-8 (a message cut
+// at a byte limit inside a character, or quoting bytes a client sent).
+// At most `max_bytes` of it are kept, cut before the first character that does not fit.
+std::string valid_utf8(std::string_view text, std::size_t max_bytes = SIZE_MAX);
 
 // Appends `text` to `out` as a JSON string literal, quotes included. Bytes that are not valid UTF-8 become
 // U+FFFD, as nlohmann::json's dump with error_handler_t::replace writes them.

@@ -368,11 +368,13 @@ private:
         t.remote_offset = remote.byte_offset;
         t.bytes = tensor_extent_bytes(in);
         t.timeout_ms = frame().timeout_ms;
-        t.done.emplace(defer());
         std::lock_guard lock(transfer_mu_);
         if (!transfer_thread_.joinable()) {
             transfer_thread_ = std::thread([this] { transfer_loop(); });
         }
+        // Deferred only now, after all that can throw (a thread that cannot start): a frame failed by a throw
+        // is answered by the frame loop, one deferred only by its done.
+        t.done.emplace(defer());
         transfers_.push_back(std::move(t));
         transfer_cv_.notify_one();
     }

@@ -235,7 +235,7 @@ private:
         const std::string& name = request_.name();
         const auto answer = [this](ErrorCode code, const std::string& message) {
             reply_.set_code(static_cast<std::uint32_t>(code));
-            reply_.set_message(message);
+            reply_.set_message(valid_utf8(message));
             finish();
             release();
         };
@@ -267,6 +267,9 @@ private:
         } catch (const RequestError& e) {
             owner_.log().info("L4 session {}: module {} not loaded: {}", session, name, e.what());
             answer(e.code(), e.what());
+        } catch (const std::exception& e) {
+            owner_.log().warn("L4 session {}: module {} not loaded: {}", session, name, e.what());
+            answer(ErrorCode::BAD_REQUEST, e.what());
         }
     }
 };
@@ -318,6 +321,10 @@ RemoteServer::~RemoteServer() = default;
 
 void RemoteServer::stop() {
     impl_->stop();
+}
+
+void RemoteServer::close() {
+    impl_->close();
 }
 
 std::uint16_t RemoteServer::port() const noexcept {

@@ -12,7 +12,7 @@
 // (silent for lost_after: keepalive_timeout_ms) ends its session; the node keeps running and waits for the next.
 // With TLS every call's peer certificate must name serve.tls.peer_name.
 //
-// Thread safety: the constructor starts serving; stop() and the destructor from any one thread.
+// Thread safety: the constructor starts serving; stop(), close() and the destructor from any one thread.
 
 #include "config/config.h"
 #include "daemon/supervisor.h"
@@ -42,8 +42,12 @@ public:
     // already in use", "Cannot assign requested address").
     static void preflight(const config::ServeConfig& serve);
 
-    // Ends the session and stops listening; calls in progress are cancelled. Idempotent.
+    // Ends the session and stops listening; calls in progress are cancelled, and work that comes back to one
+    // (from the Supervisor or the server's worker thread) still answers it. Idempotent.
     void stop();
+    // stop(), then ends the server's threads. Call it once the Supervisor has stopped, so that no work comes back
+    // to a call afterwards; the destructor calls it. Idempotent.
+    void close();
 
     std::uint16_t port() const noexcept;
     // The current session's id, 0 when no L4 is attached.

@@ -225,7 +225,7 @@ public:
 
     Impl(const Impl&) = delete;
     Impl& operator=(const Impl&) = delete;
-    ~Impl() { stop(); }
+    ~Impl() { close(); }
 
     void stop() {
         {
@@ -243,11 +243,29 @@ public:
             ticker_.join();
         }
         // The queue's thread and the worker serve the calls until the server has ended them all (those still open
-        // after two seconds are cancelled); then the queue drains, and each call retires.
+        // after two seconds are cancelled). The queue stays open: a call whose work is still on the worker, or
+        // waits for the Supervisor (a buffer created by a chip, a module load, a chip's copy), answers on it when
+        // that work comes back, and a call started on a queue that has shut down and drained would abort the
+        // process (gRPC asserts it).
         server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+        std::lock_guard lock(mu_);
+        forget_done_locked();
+    }
+
+    // After stop() and once the Supervisor has stopped, so that nothing can come back to a call: the worker runs
+    // what it still holds (refused, since the node is stopping), then the queue drains and each call retires.
+    void close() {
+        stop();
+        {
+            std::lock_guard lock(mu_);
+            if (closed_) {
+                return;
+            }
+            closed_ = true;
+        }
+        worker_.stop();
         cq_->Shutdown();
         cq_thread_.join();
-        worker_.stop();
         server_->Wait();
         std::lock_guard lock(mu_);
         forget_done_locked();
@@ -397,7 +415,7 @@ public:
     void buffer_call(const pb::BufferCall& call, pb::BufferReply& reply) {
         const auto answer = [&](ErrorCode code, const std::string& message) {
             reply.set_code(static_cast<std::uint32_t>(code));
-            reply.set_message(message);
+            reply.set_message(valid_utf8(message));
         };
         const std::uint64_t session = call.session();
         if (const std::string refusal = session_refusal(session); !refusal.empty()) {
@@ -420,7 +438,7 @@ public:
                 bool kept = false;
                 {
                     std::lock_guard lock(mu_);
-                    if (session == current_) {
+                    if (session == current_ && !stopped_) {
                         session_buffers_[session].push_back(d.identity);
                         kept = true;
                     }
@@ -458,6 +476,11 @@ public:
             return answer(ErrorCode::BAD_REQUEST, e.what());
         } catch (const WireError& e) {
             return answer(e.code(), e.what());
+        } catch (const std::exception& e) {
+            // A buffer table that is full (std::length_error), a buffer a local client released meanwhile: the call
+            // gets the reason, and the node serves on.
+            log_->warn("L4 session {}: buffer call refused: {}", session, e.what());
+            return answer(ErrorCode::BAD_REQUEST, e.what());
         }
     }
 
@@ -481,6 +504,9 @@ public:
     // Why a task of `session` is not taken, or "" when that session is the current one.
     std::string session_refusal(std::uint64_t session) const {
         std::lock_guard lock(mu_);
+        if (stopped_) {
+            return "node " + name_ + " is stopping";
+        }
         if (session != 0 && session == current_) {
             return {};
         }
@@ -632,6 +658,7 @@ private:
     std::map<std::string, std::shared_ptr<const HostWindow>> mapped_; // session buffers a transfer mapped, by identity
     std::string last_refusal_;
     bool stopped_ = false;
+    bool closed_ = false;
     std::thread ticker_;
     std::mutex done_mu_; // a leaf lock: session streams that retired
     std::vector<std::uint64_t> done_;

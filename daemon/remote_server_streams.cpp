@@ -164,7 +164,7 @@ private:
         pb::TaskReply& reply = stream->queued_.emplace_back();
         reply.set_call_id(call_id);
         reply.set_code(static_cast<std::uint32_t>(code));
-        reply.set_message(message);
+        reply.set_message(valid_utf8(message));
         reply.set_start_ns(start_ns);
         reply.set_end_ns(end_ns);
         if (!stream->writing_) {
@@ -312,7 +312,7 @@ private:
         refused_ = true;
         pb::Chunk chunk;
         chunk.set_code(static_cast<std::uint32_t>(code));
-        chunk.set_message(message.substr(0, MAX_CHUNK_MESSAGE_BYTES));
+        chunk.set_message(valid_utf8(message, MAX_CHUNK_MESSAGE_BYTES));
         bool own = false;
         (void)grpc::SerializationTraits<pb::Chunk>::Serialize(chunk, &out_, &own);
         write();
@@ -464,7 +464,7 @@ private:
     void answer(ErrorCode code, const std::string& message) {
         pb::BufferReply reply;
         reply.set_code(static_cast<std::uint32_t>(code));
-        reply.set_message(message);
+        reply.set_message(valid_utf8(message));
         bool own = false;
         (void)grpc::SerializationTraits<pb::BufferReply>::Serialize(reply, &reply_, &own);
         std::lock_guard lock(mu_);

@@ -223,6 +223,10 @@ void Service::begin_stop() {
         }
         // One drain: the supervisor's own ends at the same deadline, then its children get STOP_GRACE to exit.
         supervisor_.stop(deadline);
+        // What the supervisor failed as it stopped has answered the remote L4's calls; the server's threads end.
+        if (remote_server_) {
+            remote_server_->close();
+        }
         // Runs after the replies posted above: each connection closes once they are written. A client
         // that never reads its reply is cut off after CLOSE_GRACE.
         asio::post(io_, [this] {

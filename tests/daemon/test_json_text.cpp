@@ -2,6 +2,7 @@
 // checked by parsing it back with nlohmann::json.
 #include "daemon/json_codec.h"
 #include "daemon/task_book.h"
+#include "remote/canopy_remote.pb.h"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -36,6 +37,29 @@ TEST_CASE("append_json_string replaces bytes that are not UTF-8 as nlohmann's du
     append_json_string(out, bad);
     CHECK(out == json(bad).dump(-1, ' ', false, json::error_handler_t::replace));
     CHECK(json::parse(out).get<std::string>() == "name\xef\xbf\xbd\xef\xbf\xbd tail");
+}
+
+TEST_CASE("valid_utf8 keeps UTF-8 and replaces what is not, cutting at a character within a byte limit", "[json]") {
+    const std::string e_acute = "\xc3\xa9";         // U+00E9
+    const std::string replacement = "\xef\xbf\xbd"; // U+FFFD
+    CHECK(valid_utf8("plain ascii") == "plain ascii");
+    CHECK(valid_utf8("caf" + e_acute) == "caf" + e_acute);
+    CHECK(valid_utf8(std::string("a\xff"
+                                 "b",
+                                 3)) == "a" + replacement + "b");
+    // A message cut inside a character, as a result's message is at its byte limit.
+    CHECK(valid_utf8("x" + e_acute.substr(0, 1)) == "x" + replacement);
+    // Nothing protobuf's parse of a string field refuses is left.
+    remote::v1::TaskReply reply;
+    reply.set_message(valid_utf8(std::string("\xc0\x80 \xed\xa0\x80 \xf8", 8)));
+    remote::v1::TaskReply back;
+    CHECK(back.ParseFromString(reply.SerializeAsString()));
+    // Within a limit: ASCII is cut at the byte, and a character that does not fit whole is left out.
+    CHECK(valid_utf8("abcdef", 4) == "abcd");
+    CHECK(valid_utf8("ab" + e_acute + "c", 3) == "ab");
+    CHECK(valid_utf8("ab" + e_acute + "c", 4) == "ab" + e_acute);
+    CHECK(valid_utf8(std::string("ab\xff", 3), 4) == "ab");
+    CHECK(valid_utf8(std::string("ab\xff", 3), 5) == "ab" + replacement);
 }
 
 TEST_CASE("append_task_json lists a task's state, with an error only when it failed", "[json]") {

@@ -163,6 +163,41 @@ TEST_CASE("a remote host that is shut down ends its L4's session naming why, and
           "completed");
 }
 
+TEST_CASE("a remote host shut down while a chip of it creates a buffer for its L4 answers the call and exits "
+          "cleanly",
+          "[remote]") {
+    const std::uint16_t port = free_tcp_port();
+    Daemon hb(l3_config("hb", loopback(port), "insecure"));
+    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure")}));
+    REQUIRE(eventually_running(rack, "/hb/chip0"));
+    // The chip runs a long task, so the buffer it is asked to create waits behind it, and the node's server holds
+    // the L4's Buffer call on its worker thread while the node stops. The call is answered once the supervisor has
+    // stopped the chip: the server's queue must still be open then (an operation started on a queue that has shut
+    // down makes gRPC abort the process).
+    const json slow = rack.cli_json({"submit", "sleep_ms", "--on", "hb/chip0", "--scalar", "int64:8000"});
+    REQUIRE(eventually_started(rack, slow.at("id").get<std::uint64_t>()));
+    Output created;
+    std::thread create([&] {
+        created = rack.cli({"buffer", "create", "--bytes", "4096", "--on", "hb/chip0", "--backend", "vmm", "--json"});
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    const int rc = hb.stop();
+    create.join();
+    INFO(hb.log());
+    CHECK(rc == 0);
+    CHECK(has_log_line(hb, {"info stopped"}));
+    CHECK_FALSE(has_log_line(hb, {"assertion failed"}));
+    REQUIRE(created.rc != 0);
+    CHECK(error_code_of(created.json()) == "WORKER_DIED");
+    CHECK_THAT(error_message_of(created.json()),
+               Catch::Contains("host hb at 127.0.0.1:" + std::to_string(port) + " lost") &&
+                   Catch::Contains("node hb is stopping"));
+    CHECK(rack.cli_json({"wait", slow.at("id").dump()}).at("error").at("code") == "WORKER_DIED");
+    // The L4 serves on.
+    CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
+          "completed");
+}
+
 TEST_CASE("a remote host that stops answering for less than lost_after_ms stays attached, its task finishing",
           "[remote]") {
     // The link hears a heartbeat every lost_after / 4, and gRPC's keepalive pings a node it has not heard from for
