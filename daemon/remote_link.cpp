@@ -58,6 +58,14 @@ std::string grpc_code_name(grpc::StatusCode code) {
         return "FAILED_PRECONDITION";
     case grpc::StatusCode::RESOURCE_EXHAUSTED:
         return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::DATA_LOSS:
+        return "DATA_LOSS";
+    case grpc::StatusCode::OK:
+        return "OK";
+    case grpc::StatusCode::UNKNOWN:
+        return "UNKNOWN";
+    case grpc::StatusCode::INTERNAL:
+        return "INTERNAL";
     default:
         return "gRPC status " + std::to_string(static_cast<int>(code));
     }

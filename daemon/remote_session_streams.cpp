@@ -63,11 +63,28 @@ bool SessionStreams::handle(Op op, bool ok) {
             events_->Read(&event_, tag(Op::EVENT_READ));
         } else {
             events_->Finish(&events_status_, tag(Op::EVENTS_FINISHED));
+            if (op == Op::EVENT_READ) {
+                after_failed_read(events_grace_, Op::EVENTS_GRACE_OVER);
+            }
         }
         return true;
     case Op::EVENTS_FINISHED:
-        on_end_("session", events_status_);
+        events_finished_ = true;
+        events_grace_.Cancel();
+        on_end_("session", end_status(events_status_, events_unreadable_, "an event"));
         return closed();
+    case Op::EVENTS_GRACE_OVER:
+        if (ok && !events_finished_) {
+            events_unreadable_ = true;
+            events_context_.TryCancel();
+        }
+        return true;
+    case Op::TASKS_GRACE_OVER:
+        if (ok && !tasks_finished_) {
+            tasks_unreadable_ = true;
+            tasks_context_.TryCancel();
+        }
+        return true;
     case Op::TASKS_STARTED:
     case Op::REPLIES_READ:
         if (op == Op::REPLIES_READ && ok) {
@@ -86,6 +103,9 @@ bool SessionStreams::handle(Op op, bool ok) {
             tasks_->Read(&replies_, tag(Op::REPLIES_READ));
         } else {
             finish_tasks();
+            if (op == Op::REPLIES_READ) {
+                after_failed_read(tasks_grace_, Op::TASKS_GRACE_OVER);
+            }
         }
         return true;
     case Op::CALLS_WRITTEN: {
@@ -98,10 +118,26 @@ bool SessionStreams::handle(Op op, bool ok) {
         return true;
     }
     case Op::TASKS_FINISHED:
-        on_end_("task stream", tasks_status_);
+        tasks_finished_ = true;
+        tasks_grace_.Cancel();
+        on_end_("task stream", end_status(tasks_status_, tasks_unreadable_, "a reply"));
         return closed();
     }
     return true;
+}
+
+void SessionStreams::after_failed_read(grpc::Alarm& grace, Op over) {
+    grace.Set(&cq_, std::chrono::system_clock::now() + READ_END_GRACE, tag(over));
+}
+
+grpc::Status SessionStreams::end_status(const grpc::Status& status, bool unreadable, const char* message_name) {
+    if (!unreadable) {
+        return status;
+    }
+    return {grpc::StatusCode::DATA_LOSS,
+            std::string(message_name) +
+                " from the node could not be read (protobuf refused the message: a string in it that is not UTF-8, "
+                "or bytes that are not the message's encoding)"};
 }
 
 void SessionStreams::finish_tasks() {

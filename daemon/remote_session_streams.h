@@ -15,14 +15,21 @@
 // either stream, whatever ended it, to `on_end` once, all on the streams' thread. The Tasks stream opens with
 // open_tasks(), once the hello has come.
 //
+// A read fails when the node ended the stream, and also when a message came that protobuf could not parse (a
+// string that is not UTF-8, say). gRPC does not end the call then, and Finish would wait for a status the node
+// never sends: a read that failed and whose Finish has not come within READ_END_GRACE cancels the stream, and
+// `on_end` gets DATA_LOSS naming the message that could not be read.
+//
 // Thread safety: send() and open_tasks() from any thread; the callbacks run on the streams' own thread, one at a
 // time.
 
 #include "remote/canopy_remote.grpc.pb.h"
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 #include <memory>
 #include <mutex>
@@ -34,6 +41,10 @@ namespace canopy::daemon {
 class SessionStreams {
 public:
     using Stub = remote::v1::Node::Stub;
+
+    // How long after a failed read the stream's status may take to come before the message is taken as unreadable.
+    // A node's status comes with the end of its stream, in the same HTTP/2 frame.
+    static constexpr std::chrono::milliseconds READ_END_GRACE{1000};
 
     SessionStreams(Stub& stub, const remote::v1::AttachRequest& request,
                    std::function<void(const remote::v1::NodeEvent&)> on_event,
@@ -57,7 +68,9 @@ private:
         TASKS_STARTED,
         REPLIES_READ,
         CALLS_WRITTEN,
-        TASKS_FINISHED
+        TASKS_FINISHED,
+        EVENTS_GRACE_OVER, // READ_END_GRACE after a failed read of the events
+        TASKS_GRACE_OVER   // the same for the replies
     };
     static void* tag(Op op) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(op)); }
 
@@ -67,6 +80,10 @@ private:
     bool handle(Op op, bool ok);
     // The Tasks stream's read failed: it has ended, and nothing more is written to it. Finish reports why.
     void finish_tasks();
+    // A read of a stream failed: its Finish has READ_END_GRACE to come, or `context` is cancelled.
+    void after_failed_read(grpc::Alarm& grace, Op over);
+    // The status `on_end` gets: `status`, or DATA_LOSS when the stream was cancelled for a message it could not read.
+    static grpc::Status end_status(const grpc::Status& status, bool unreadable, const char* message_name);
     // One stream has finished; false when none is left open.
     bool closed();
     // Moves the oldest queued calls into the next message and writes it. REQUIRES mu_.
@@ -93,6 +110,13 @@ private:
     bool tasks_ended_ = false;                // the Tasks stream's read failed: no more writes
     std::deque<remote::v1::TaskCall> queued_; // not yet in a message
     remote::v1::TaskCalls calls_;             // being written while writing_
+    // The graces after a failed read; the streams' thread alone sets, cancels and reads these.
+    grpc::Alarm events_grace_;
+    grpc::Alarm tasks_grace_;
+    bool events_finished_ = false;
+    bool tasks_finished_ = false;
+    bool events_unreadable_ = false; // cancelled when its grace ran out
+    bool tasks_unreadable_ = false;
     std::thread thread_;
 };
 

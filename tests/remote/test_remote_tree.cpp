@@ -23,8 +23,9 @@ namespace {
 // it.
 class FakeNodeService final : public pb::Node::CallbackService {
 public:
-    explicit FakeNodeService(std::vector<pb::NodeEvent> events, std::vector<std::string> module_chips = {})
-        : events_(std::move(events)), module_chips_(std::move(module_chips)) {}
+    explicit FakeNodeService(std::vector<pb::NodeEvent> events, std::vector<std::string> module_chips = {},
+                             bool unreadable_replies = false)
+        : events_(std::move(events)), module_chips_(std::move(module_chips)), unreadable_replies_(unreadable_replies) {}
 
     grpc::ServerWriteReactor<pb::NodeEvent>* Attach(grpc::CallbackServerContext* /*context*/,
                                                     const pb::AttachRequest* /*request*/) override {
@@ -32,6 +33,9 @@ public:
     }
 
     grpc::ServerBidiReactor<pb::TaskCalls, pb::TaskReplies>* Tasks(grpc::CallbackServerContext* /*context*/) override {
+        if (unreadable_replies_) {
+            return new Unreadable;
+        }
         return new Drain;
     }
 
@@ -98,8 +102,48 @@ private:
         std::atomic<bool> ended_{false};
     };
 
+    // Answers every call with a reply whose message is the byte 0xff, which protobuf writes (logging it) and the
+    // L4's parse refuses: a string field must be UTF-8.
+    class Unreadable final : public grpc::ServerBidiReactor<pb::TaskCalls, pb::TaskReplies> {
+    public:
+        Unreadable() { StartRead(&in_); }
+        void OnReadDone(bool ok) override {
+            if (!ok) {
+                end();
+                return;
+            }
+            out_.clear_replies();
+            for (const pb::TaskCall& call : in_.calls()) {
+                pb::TaskReply* reply = out_.add_replies();
+                reply->set_call_id(call.call_id());
+                reply->set_message("\xff");
+            }
+            StartWrite(&out_);
+        }
+        void OnWriteDone(bool ok) override {
+            if (ok) {
+                StartRead(&in_);
+            } else {
+                end();
+            }
+        }
+        void OnCancel() override { end(); }
+        void OnDone() override { delete this; }
+
+    private:
+        void end() {
+            if (!ended_.exchange(true)) {
+                Finish(grpc::Status::OK);
+            }
+        }
+        pb::TaskCalls in_;
+        pb::TaskReplies out_;
+        std::atomic<bool> ended_{false};
+    };
+
     std::vector<pb::NodeEvent> events_;
     std::vector<std::string> module_chips_;
+    bool unreadable_replies_ = false;
 };
 
 pb::NodeEvent hello_event() {
@@ -120,8 +164,9 @@ pb::NodeEvent tree_event(const std::string& tree) {
 }
 
 struct FakeNode {
-    explicit FakeNode(std::vector<pb::NodeEvent> events, std::vector<std::string> module_chips = {})
-        : service(std::move(events), std::move(module_chips)) {
+    explicit FakeNode(std::vector<pb::NodeEvent> events, std::vector<std::string> module_chips = {},
+                      bool unreadable_replies = false)
+        : service(std::move(events), std::move(module_chips), unreadable_replies) {
         grpc::ServerBuilder builder;
         builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
         builder.RegisterService(&service);
@@ -171,6 +216,27 @@ TEST_CASE("an L4 shows the workers a remote host reports", "[remote][tree]") {
         }
     }
     CHECK(dead_seen);
+}
+
+TEST_CASE("a remote host whose task reply the L4 cannot parse is lost, naming it, and the task fails",
+          "[remote][tree]") {
+    // The fake node sends no heartbeats: a lost_after of a minute leaves the reply's refusal as the only reason.
+    FakeNode node({hello_event(), tree_event(json::array({tree_worker("/sub0")}).dump())}, {}, true);
+    Daemon rack(l4_config({remote_node("hb", loopback(static_cast<std::uint16_t>(node.port)), "insecure", 60000)}));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    const auto sent = std::chrono::steady_clock::now();
+    const json task = rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0"});
+    const json failed = rack.cli_json({"wait", task.at("id").dump()});
+    CHECK(std::chrono::steady_clock::now() - sent < std::chrono::seconds(20));
+    CHECK(failed.at("error").at("code") == "WORKER_DIED");
+    const std::string why = failed.at("error").at("message").get<std::string>();
+    INFO(why);
+    CHECK_THAT(why,
+               Catch::Contains("host hb at 127.0.0.1:" + std::to_string(node.port) +
+                               " lost: its task stream ended (DATA_LOSS: a reply from the node could not be read"));
+    CHECK(has_log_line(rack, {"worker /hb", "could not be read"}));
+    CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
+          "completed");
 }
 
 TEST_CASE("a remote host whose worker tree the L4 cannot read is lost, naming the field", "[remote][tree]") {
