@@ -374,6 +374,13 @@ public:
                                                                   std::to_string(session));
             }
             if (const auto m = mapped_.find(key); m != mapped_.end()) {
+                // A client of this node's own socket may release it (it has no owning uid here): the cached
+                // mapping outlives the buffer then, and must not stand for it.
+                if (supervisor_.registry().lookup(range.buffer) != BufferLookup::LIVE) {
+                    mapped_.erase(m);
+                    throw RequestError(ErrorCode::STALE_BUFFER,
+                                       "buffer " + to_string(range.buffer) + " was released on node " + name_);
+                }
                 mapping = m->second;
             }
         }

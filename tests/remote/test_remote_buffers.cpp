@@ -296,6 +296,40 @@ TEST_CASE("the bytes of a remote host's buffer are written and read through the 
     CHECK_THAT(fd.at("error").at("message").get<std::string>(), Catch::Contains("this host has no fd of it"));
 }
 
+TEST_CASE("a remote host's buffer released on the host itself is stale to its L4's reads and writes", "[remote]") {
+    const std::uint16_t port = free_tcp_port();
+    Daemon hb(l3_config("hb", loopback(port), "insecure"));
+    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure")}));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    const std::string id = rack.cli_json({"buffer", "create", "--bytes", "8192", "--on", "hb"}).at("id");
+    // A write maps the buffer on hb for the session's later transfers.
+    const std::string bytes = pattern_bytes(8192, 5);
+    write_file(rack.dir(), "in.bin", bytes);
+    REQUIRE(rack.cli({"buffer", "write", id, "--from", (rack.dir() / "in.bin").string()}).rc == 0);
+    CHECK(bytes_of(rack, id, "before.bin") == bytes);
+    // A client of hb's own socket releases it (as root, which may release any buffer).
+    const Output released = hb.cli({"buffer", "release", id});
+    INFO(released.err);
+    REQUIRE(released.rc == 0);
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"buffer", "read", id, "--to", (rack.dir() / "after.bin").string(), "--json"},
+          std::vector<std::string>{"buffer", "write", id, "--from", (rack.dir() / "in.bin").string(), "--json"}}) {
+        const Output o = rack.cli(args);
+        INFO(args[1] + ": " + o.out + o.err);
+        REQUIRE(o.rc != 0);
+        CHECK(error_code_of(o.json()) == "STALE_BUFFER");
+        CHECK_THAT(error_message_of(o.json()), Catch::Contains("buffer " + id) && Catch::Contains("was released"));
+    }
+    // A task over it, which hb checks against its registry when it arrives.
+    const Output task = rack.cli(
+        {"submit", "fill", "--on", "hb/sub0", "--out", id + ":uint8:1024", "--scalar", "int64:7", "--wait", "--json"});
+    INFO(task.out + task.err);
+    CHECK(error_code_of(task.json()) == "STALE_BUFFER");
+    // The session serves on.
+    CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
+          "completed");
+}
+
 TEST_CASE("a node takes back the queued tasks of an L4 session that ended, and runs the next session's", "[remote]") {
     const std::uint16_t port = free_tcp_port();
     Daemon hb(l3_config("hb", loopback(port), "insecure"));
