@@ -420,10 +420,16 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why, EndCau
         }
         slot.in_flight.clear();
         if (slot.spec.kind == ChildKind::REMOTE) {
-            // The session ended with the link, and the node released what the session made.
+            // The session ended with the link, and the node released what the session made. What was queued for
+            // the session and not yet sent fails with what was in flight: the next session, if one comes, is a
+            // new incarnation of the host.
             if (const std::size_t gone = buffers_.lose_remote(slot.path, slot.last_exit); gone > 0) {
                 log_->warn("{}: {} buffers on its host are stale: {}", slot.path, gone, slot.last_exit);
             }
+            fail_all_locked(slot, ErrorCode::WORKER_DIED,
+                            "remote node " + slot.path + " lost its session before the task was sent (" +
+                                slot.last_exit + ")",
+                            results);
         }
         fail_ordered_pending_locked(slot, results);
         slot.timed_out_task = 0;

@@ -299,7 +299,12 @@ std::optional<std::string> Supervisor::release_buffer(const CanonicalIdentity& i
         require_live(buffers_, id);
     }
     if (const auto host = buffers_.remote_host(id)) {
-        const BufferDescriptor d = buffers_.find(id)->descriptor;
+        const std::optional<BufferInfo> info = buffers_.find(id);
+        if (!info) {
+            require_live(buffers_, id); // the host was lost since: says why the buffer is stale
+            throw RequestError(ErrorCode::STALE_BUFFER, "buffer " + to_string(id) + " was released");
+        }
+        const BufferDescriptor d = info->descriptor;
         TaskArgs args;
         args.tensors.push_back({make_tensor(d, DataType::UINT8, {1}), TensorTag::INOUT});
         const TaskResult r = remote_buffer_call(*resolve_any(*host).slot, REMOTE_BUFFER_RELEASE, args);

@@ -437,6 +437,18 @@ void Supervisor::enqueue_locked(ChildSlot& slot, PendingTask& task,
                                          "worker " + slot.path + " is " + to_string(slot.state) +
                                              (slot.last_exit.empty() ? "" : " (last exit: " + slot.last_exit + ")"),
                                          0, 0});
+    } else if (slot.spec.kind == ChildKind::REMOTE && (slot.state != WorkerState::RUNNING || !slot.live)) {
+        // A link without a session has nowhere to send it, and its host may stay away for long: a task, a buffer's
+        // creation or release, a copy's leg for the host fails now rather than wait for a session that may not
+        // come (its buffers would not be the new session's anyway).
+        count_result(slot, task, ErrorCode::WORKER_DIED);
+        note_failure(task, ErrorCode::WORKER_DIED);
+        rejected.emplace_back(std::move(task.done),
+                              TaskResult{task.task_id, ErrorCode::WORKER_DIED,
+                                         "remote node " + slot.path + " is " + to_string(slot.state) +
+                                             (slot.last_exit.empty() ? "" : " (" + slot.last_exit + ")") +
+                                             "; its link reconnects with back-off",
+                                         0, 0});
     } else if (std::optional<TaskResult> failed = dependency_failure(task.task_id, task.after)) {
         count_result(slot, task, failed->code);
         note_failure(task, failed->code);

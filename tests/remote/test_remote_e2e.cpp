@@ -1,6 +1,7 @@
 // Remote nodes over loopback: a level-4 canopyd whose node "hb" is a level-3 canopyd reached over gRPC, both real
 // processes. What crosses a network between hosts (namespaces, TLS, partitions) is in test_remote_netns.cpp.
 #include "daemon/remote_server.h"
+#include "protocol/mailbox.h"
 #include "protocol/task_args.h"
 #include "remote/canopy_remote.grpc.pb.h"
 #include "tests/remote/remote_fixture.h"
@@ -99,8 +100,53 @@ TEST_CASE("a remote host that dies fails its tasks WORKER_DIED naming it, the L4
     CHECK(error_code_of(refused.json()) == "WORKER_DIED");
     CHECK_THAT(error_message_of(refused.json()), Catch::Contains("its link reconnects with back-off"));
     CHECK(has_log_line(rack, {"worker /hb", "host hb at 127.0.0.1:" + std::to_string(port) + " lost", "restart"}));
+    // So is a buffer on the host, at once: the link has no session to ask, and the host may stay away.
+    const Output create = rack.cli({"buffer", "create", "--bytes", "4096", "--on", "hb", "--json"});
+    INFO(create.out + create.err);
+    CHECK(error_code_of(create.json()) == "WORKER_DIED");
+    CHECK_THAT(error_message_of(create.json()),
+               Catch::Contains("remote node /hb is ") && Catch::Contains("its link reconnects with back-off"));
 
     // The host comes back (a new canopyd, so a new incarnation) and is attached again.
+    hb.reset();
+    Daemon hb_again(l3_config("hb", loopback(port), "insecure"));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
+          "completed");
+}
+
+TEST_CASE("a remote host that dies fails the tasks queued for it beyond the link's mailbox too, and none reaches "
+          "its next incarnation",
+          "[remote]") {
+    const std::uint16_t port = free_tcp_port();
+    auto hb = std::make_unique<Daemon>(l3_config("hb", loopback(port), "insecure"));
+    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure")}));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    // More tasks than the link's mailbox holds (MAILBOX_FRAMES): those past it wait in the L4's queue for /hb.
+    const std::size_t n = canopy::MAILBOX_FRAMES + 8;
+    std::vector<std::uint64_t> ids;
+    for (std::size_t i = 0; i < n; ++i) {
+        ids.push_back(rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:2000"})
+                          .at("id")
+                          .get<std::uint64_t>());
+    }
+    REQUIRE(eventually_started(rack, ids.front()));
+    REQUIRE(::kill(hb->pid(), SIGKILL) == 0);
+    std::size_t in_flight = 0;
+    std::size_t queued = 0;
+    for (const std::uint64_t id : ids) {
+        const json failed = rack.cli_json({"wait", std::to_string(id)});
+        REQUIRE(failed.at("state") == "failed");
+        CHECK(failed.at("error").at("code") == "WORKER_DIED");
+        const std::string why = failed.at("error").at("message").get<std::string>();
+        INFO(why);
+        CHECK_THAT(why, Catch::Contains("host hb at 127.0.0.1:" + std::to_string(port) + " lost"));
+        in_flight += why.find("while running task") != std::string::npos ? 1U : 0U;
+        queued += why.find("lost its session before the task was sent") != std::string::npos ? 1U : 0U;
+    }
+    CHECK(in_flight + queued == n);
+    CHECK(queued >= 8);
+    // The host comes back and serves.
     hb.reset();
     Daemon hb_again(l3_config("hb", loopback(port), "insecure"));
     REQUIRE(eventually_running(rack, "/hb/sub0"));
