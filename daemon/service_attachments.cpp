@@ -44,7 +44,15 @@ void Service::write_attachment(const BufferInfo& info, std::uint64_t offset, Att
                           once(std::move(answer));
                           on_result(id, TaskResult{id, code, message, start, worker::monotonic_ns()});
                       };
-                      if (staged(info)) {
+                      bool through_host = false;
+                      try {
+                          through_host = staged(info);
+                      } catch (...) {
+                          const auto [code, message] = current_error();
+                          done(code, message, error_reply(error_code_name(code), message));
+                          return;
+                      }
+                      if (through_host) {
                           receive_staged(info, offset, attachment, done);
                       } else {
                           receive_attachment(info, offset, attachment, done);
@@ -128,11 +136,11 @@ void Service::read_attachment(const BufferInfo& info, std::uint64_t offset, std:
                   [this, info, offset, length, answer = read_answer(length, rest, cut_short)](std::uint64_t id,
                                                                                               const Reply& once) {
                       const std::uint64_t start = worker::monotonic_ns();
-                      if (staged(info)) {
-                          send_staged(info, offset, length, answer, id, start, once);
-                          return;
-                      }
                       try {
+                          if (staged(info)) {
+                              send_staged(info, offset, length, answer, id, start, once);
+                              return;
+                          }
                           auto window = std::make_shared<HostWindow>(
                               map_window(info, supervisor_.registry(), offset, length, false));
                           // The step ends once the bytes are written to the client, or its connection closed first: no

@@ -196,8 +196,16 @@ void Service::transfer_through_chip(const BufferInfo& info, std::uint64_t offset
 }
 
 bool Service::staged(const BufferInfo& info) const {
-    return Backend{info.descriptor.backend} == Backend::CUDA_VMM ||
-           const_cast<Supervisor&>(supervisor_).registry().remote_host(info.descriptor.identity).has_value();
+    const BufferRegistry& registry = const_cast<Supervisor&>(supervisor_).registry();
+    if (registry.remote_host(info.descriptor.identity)) {
+        return true;
+    }
+    // A buffer of a remote host lost since the transfer was accepted: its bytes are nowhere this host can reach
+    // (its shm object's name may even be one of this host's, where hosts share /dev/shm).
+    if (const auto why = registry.stale_reason(info.descriptor.identity)) {
+        throw RequestError(ErrorCode::STALE_BUFFER, *why);
+    }
+    return Backend{info.descriptor.backend} == Backend::CUDA_VMM;
 }
 
 void Service::copy_through_chip(const BufferInfo& info, const BufferDescriptor& staging, std::uint64_t offset,

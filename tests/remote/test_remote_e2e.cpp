@@ -154,6 +154,52 @@ TEST_CASE("a remote host that dies fails the tasks queued for it beyond the link
           "completed");
 }
 
+TEST_CASE("a read or write of a remote host's buffer queued behind a task when the host is lost fails STALE_BUFFER "
+          "naming the host",
+          "[remote]") {
+    const std::uint16_t port = free_tcp_port();
+    auto hb = std::make_unique<Daemon>(l3_config("hb", loopback(port), "insecure"));
+    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure")}));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    const std::string id = rack.cli_json({"buffer", "create", "--bytes", "4096", "--on", "hb"}).at("id");
+    // A task that holds the buffer (sleep_ms touches none of its views): the read and the write wait behind it.
+    const json holder = rack.cli_json(
+        {"submit", "sleep_ms", "--on", "hb/sub0", "--out", id + ":uint8:4096", "--scalar", "int64:30000"});
+    REQUIRE(eventually_started(rack, holder.at("id").get<std::uint64_t>()));
+    write_file(rack.dir(), "in.bin", std::string(4096, 'x'));
+    Output read;
+    Output written;
+    std::thread reader([&] {
+        read = rack.cli({"buffer", "read", id, "--to", (rack.dir() / "out.bin").string(), "--json"});
+    });
+    std::thread writer([&] {
+        written = rack.cli({"buffer", "write", id, "--from", (rack.dir() / "in.bin").string(), "--json"});
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    // Killed, hb leaves its shm objects behind, under names this host's /dev/shm shares: only the L4's
+    // record of the host's loss keeps the transfers from them.
+    REQUIRE(::kill(hb->pid(), SIGKILL) == 0);
+    reader.join();
+    writer.join();
+    for (const Output* o : {&read, &written}) {
+        INFO(o->out + o->err);
+        REQUIRE(o->rc != 0);
+        CHECK(error_code_of(o->json()) == "STALE_BUFFER");
+        CHECK_THAT(error_message_of(o->json()),
+                   Catch::Contains("lived on remote node /hb, whose session ended: host hb at 127.0.0.1:" +
+                                   std::to_string(port) + " lost"));
+    }
+    CHECK(rack.cli_json({"wait", holder.at("id").dump()}).at("error").at("code") == "WORKER_DIED");
+    // A copy across hosts that names the node is refused for its stale buffer.
+    const std::string here = rack.create_buffer(4096);
+    const Output copy = rack.cli({"submit", "copy", "--on", "hb", "--in", here + ":uint8:4096", "--out",
+                                  id + ":uint8:4096", "--wait", "--json"});
+    INFO(copy.out + copy.err);
+    CHECK(error_code_of(copy.json()) == "STALE_BUFFER");
+    CHECK_THAT(error_message_of(copy.json()),
+               Catch::Contains("args[1].tensor.buffer: buffer " + id + " lived on remote node /hb"));
+}
+
 TEST_CASE("a remote host that stops answering (SIGSTOP) is lost after lost_after_ms and attached again after SIGCONT",
           "[remote]") {
     const std::uint16_t port = free_tcp_port();
