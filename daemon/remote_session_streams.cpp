@@ -29,6 +29,9 @@ SessionStreams::~SessionStreams() {
 
 void SessionStreams::open_tasks() {
     std::lock_guard lock(mu_);
+    if (open_ == 0) {
+        return; // the session's stream has finished and the queue shut down: a call started on it would abort
+    }
     tasks_ = stub_.PrepareAsyncTasks(&tasks_context_, &cq_);
     tasks_->StartCall(tag(Op::TASKS_STARTED));
     ++open_;

@@ -55,7 +55,7 @@ public:
     // Cancels both streams, waits for their ends (their on_end calls included) and for the thread.
     ~SessionStreams();
 
-    // Opens the Tasks stream (once, after the hello).
+    // Opens the Tasks stream (once, after the hello); does nothing once the session's stream has finished.
     void open_tasks();
     // Queues a call; it goes out in the next message written.
     void send(remote::v1::TaskCall call);
