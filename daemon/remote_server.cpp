@@ -140,9 +140,10 @@ void SessionStream::finish_locked(grpc::Status status) {
 namespace {
 
 // The answer to a unary call of the session's: Echo, Buffer or Module. `Call` is the method's class, which
-// constructs from the owner alone; `Request` is the call's message, `Reply` its answer's; `Requester` the service's
-// Request method for it (NodeService::RequestEcho). The call's peer is checked first; Call::serve then fills the reply
-// and calls finish() once, at once or from another thread later, after keep() (the call stays until then).
+// constructs from the owner alone and names the method (Call::METHOD, for the log); `Request` is the call's message,
+// `Reply` its answer's; `Requester` the service's Request method for it (NodeService::RequestEcho). The call's peer
+// is checked first; Call::serve then fills the reply and calls finish() once, at once or from another thread later,
+// after keep() (the call stays until then).
 template <class Call, class Request, class Reply, auto Requester>
 class UnaryCall : public ServerCall {
 public:
@@ -177,6 +178,7 @@ private:
         }
         request(owner_);
         if (const auto error = peer_name_error(*context_.auth_context(), owner_.tls())) {
+            owner_.refused_call(Call::METHOD, context_.peer(), *error);
             std::lock_guard lock(mu_);
             hold();
             responder_.FinishWithError(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error), tag(FINISHED));
@@ -191,6 +193,7 @@ private:
 // Echo: the call's id back at once, with code OK; nothing runs (health checks, benchmarks).
 class EchoCall final : public UnaryCall<EchoCall, pb::TaskCall, pb::TaskReply, &NodeService::RequestEcho> {
 public:
+    static constexpr const char* METHOD = "Echo";
     explicit EchoCall(RemoteServer::Impl& owner) : UnaryCall(owner) {}
 
 private:
@@ -204,6 +207,7 @@ private:
 // Buffer: a buffer created or released for the session, on the node's worker (Impl::buffer_call).
 class BufferCall final : public UnaryCall<BufferCall, pb::BufferCall, pb::BufferReply, &NodeService::RequestBuffer> {
 public:
+    static constexpr const char* METHOD = "Buffer";
     explicit BufferCall(RemoteServer::Impl& owner) : UnaryCall(owner) {}
 
 private:
@@ -221,6 +225,7 @@ private:
 // name and image checked by ModuleService), or unloaded. The answer comes once every chip answered.
 class ModuleCall final : public UnaryCall<ModuleCall, pb::ModuleCall, pb::ModuleReply, &NodeService::RequestModule> {
 public:
+    static constexpr const char* METHOD = "Module";
     explicit ModuleCall(RemoteServer::Impl& owner) : UnaryCall(owner) {}
 
 private:

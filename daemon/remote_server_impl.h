@@ -285,6 +285,15 @@ public:
     // and must not hold up the queue's thread, which reads every call's messages. Work runs in the order it came.
     void offload(std::function<void()> work) { worker_.post(std::move(work)); }
 
+    // Logs a call of `method` refused for its peer's certificate: at warning the first time a reason appears, at
+    // debug while it repeats (an L4 retrying with a wrong certificate). Takes mu_.
+    void refused_call(const char* method, const std::string& peer, const std::string& reason) {
+        std::lock_guard lock(mu_);
+        log_->log(reason == last_refusal_ ? spdlog::level::debug : spdlog::level::warn,
+                  "refused a call of {} from {}: {}", method, peer, reason);
+        last_refusal_ = reason;
+    }
+
     // A new session from `stream`'s Attach: checked (the peer's name, the protocol, the L4's name), then made the
     // current one, which ends the one before; its stream starts with the hello and the node's tree. A session refused
     // is finished UNAUTHENTICATED with the reason, which the node logs. Takes ownership of `stream`.

@@ -46,6 +46,7 @@ private:
             std::lock_guard lock(mu_);
             hold(); // DONE
             if (const auto error = peer_name_error(*context_.auth_context(), owner_.tls())) {
+                owner_.refused_call("Tasks", context_.peer(), *error);
                 finish_locked(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error));
                 return;
             }
@@ -245,6 +246,7 @@ private:
             }
             request(owner_);
             if (const auto error = peer_name_error(*context_.auth_context(), owner_.tls())) {
+                owner_.refused_call("Read", context_.peer(), *error);
                 finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error));
                 return;
             }
@@ -377,6 +379,7 @@ private:
             std::lock_guard lock(mu_);
             hold();
             if (const auto error = peer_name_error(*context_.auth_context(), owner_.tls())) {
+                owner_.refused_call("Write", context_.peer(), *error);
                 reader_.FinishWithError(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, *error), tag(FINISHED));
                 return;
             }

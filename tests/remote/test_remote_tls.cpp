@@ -1,10 +1,12 @@
 // Mutual TLS between an L4 and its remote node, over loopback: the right certificates work, and a certificate
 // from another CA, a name that does not match on either side, and plain TCP are each refused with a reason
 // that names it.
+#include "remote/canopy_remote.grpc.pb.h"
 #include "tests/remote/hosts.h"
 #include "tests/remote/remote_fixture.h"
 
 #include <catch2/catch.hpp>
+#include <grpcpp/grpcpp.h>
 #include <thread>
 
 using namespace canopy::e2e;
@@ -54,6 +56,24 @@ TEST_CASE("an L4 with a certificate of another CA, a wrong name on either side, 
         // The L4 keeps trying; the node says so at warning once.
         CHECK(count_log_lines(hb, {"refused an L4 session from", "names intruder, expected rack"}) >= 2);
         CHECK(count_log_lines(hb, {"warning refused an L4 session from", "names intruder, expected rack"}) == 1);
+        // A call of another method with that certificate is refused and logged too, not only the session.
+        const TestCa::Files intruder = ca.issue("intruder");
+        grpc::SslCredentialsOptions ssl;
+        ssl.pem_root_certs = read_file(ca.ca_file());
+        ssl.pem_cert_chain = read_file(intruder.cert);
+        ssl.pem_private_key = read_file(intruder.key);
+        grpc::ChannelArguments args;
+        args.SetSslTargetNameOverride("hb");
+        const auto channel = grpc::CreateCustomChannel(loopback(port), grpc::SslCredentials(ssl), args);
+        const auto stub = canopy::remote::v1::Node::NewStub(channel);
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+        canopy::remote::v1::TaskCall call;
+        canopy::remote::v1::TaskReply reply;
+        const grpc::Status status = stub->Echo(&context, call, &reply);
+        CHECK(status.error_code() == grpc::StatusCode::UNAUTHENTICATED);
+        CHECK(status.error_message() == "the peer's certificate names intruder, expected rack");
+        CHECK(eventually_logged(hb, {"refused a call of Echo from", "names intruder, expected rack"}));
     }
     SECTION("the L4 speaks plain TCP") {
         refused("insecure", "no session could be opened (UNAVAILABLE");
