@@ -7,17 +7,37 @@
 #include <cstring>
 #include <fstream>
 #include <google/protobuf/stubs/logging.h> // SetLogHandler: protobuf declares it in its base-utilities folder
+#include <grpc/grpc_security_constants.h>
 #include <grpc/support/log.h>
 #include <grpcpp/security/auth_context.h>
 #include <limits>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
+#include <sys/stat.h>
 
 namespace canopy::daemon {
 namespace {
 
+// A CA bundle of a few dozen certificates fits many times over.
+constexpr off_t MAX_PEM_BYTES = 1 << 20;
+
 std::string read_pem(const std::filesystem::path& file, const char* what) {
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0) {
+        throw std::runtime_error(std::string("cannot read the ") + what + " " + file.string() + ": " +
+                                 std::strerror(errno));
+    }
+    // A directory would read as empty, a device or a FIFO without end or not at all.
+    if (!S_ISREG(st.st_mode)) {
+        throw std::runtime_error(std::string("the ") + what + " " + file.string() + " is not a regular file");
+    }
+    if (st.st_size > MAX_PEM_BYTES) {
+        throw std::runtime_error(std::string("the ") + what + " " + file.string() + " is " +
+                                 std::to_string(st.st_size) + " bytes, more than a PEM file of " +
+                                 std::to_string(MAX_PEM_BYTES) + " holds");
+    }
     std::ifstream in(file, std::ios::binary);
     if (!in) {
         throw std::runtime_error(std::string("cannot read the ") + what + " " + file.string() + ": " +
@@ -129,27 +149,37 @@ std::optional<std::string> peer_name_error(const grpc::AuthContext& auth, const 
     if (tls.insecure) {
         return std::nullopt;
     }
-    std::string names;
-    bool any_san = false;
-    for (const auto& value : auth.FindPropertyValues("x509_subject_alternative_name")) {
-        any_san = true;
-        const std::string name(value.data(), value.size());
-        if (name == tls.peer_name) {
+    const auto joined = [&](const char* property) {
+        std::string names;
+        for (const auto& value : auth.FindPropertyValues(property)) {
+            names += (names.empty() ? "" : ", ") + std::string(value.data(), value.size());
+        }
+        return names;
+    };
+    // Only a DNS name stands for the peer: gRPC lists a certificate's email, URI and IP names among its subject
+    // alternative names too, and a CA that signs an email name for someone does not vouch for a host of that name.
+    for (const auto& value : auth.FindPropertyValues(GRPC_PEER_DNS_PROPERTY_NAME)) {
+        if (std::string_view(value.data(), value.size()) == tls.peer_name) {
             return std::nullopt;
         }
-        names += (names.empty() ? "" : ", ") + name;
     }
-    if (!any_san) {
-        for (const auto& value : auth.FindPropertyValues("x509_common_name")) {
-            const std::string name(value.data(), value.size());
-            if (name == tls.peer_name) {
-                return std::nullopt;
-            }
-            names += (names.empty() ? "" : ", ") + name;
+    const std::string dns = joined(GRPC_PEER_DNS_PROPERTY_NAME);
+    const std::string alternative = joined(GRPC_X509_SAN_PROPERTY_NAME);
+    if (!dns.empty()) {
+        return "the peer's certificate names " + dns + ", expected " + tls.peer_name;
+    }
+    if (!alternative.empty()) {
+        return "the peer's certificate has no DNS name among its subject alternative names (" + alternative +
+               "), expected " + tls.peer_name;
+    }
+    // A certificate without subject alternative names: its common name, as TLS clients check it.
+    for (const auto& value : auth.FindPropertyValues(GRPC_X509_CN_PROPERTY_NAME)) {
+        if (std::string_view(value.data(), value.size()) == tls.peer_name) {
+            return std::nullopt;
         }
     }
-    return "the peer's certificate names " + (names.empty() ? std::string("nothing") : names) + ", expected " +
-           tls.peer_name;
+    const std::string cn = joined(GRPC_X509_CN_PROPERTY_NAME);
+    return "the peer's certificate names " + (cn.empty() ? std::string("nothing") : cn) + ", expected " + tls.peer_name;
 }
 
 } // namespace canopy::daemon

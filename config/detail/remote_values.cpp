@@ -83,7 +83,8 @@ std::string read_host(const Field& field, std::string_view host) {
         return read_plain_host(field, host);
     }
     std::string inner(host.substr(1, host.size() - 2));
-    if (!host.ends_with(']') || !parses_as(AF_INET6, inner)) {
+    // inet_pton reads up to a NUL: "[::1\0x]" would pass as ::1 and reach gRPC cut short.
+    if (!host.ends_with(']') || inner.find('\0') != std::string::npos || !parses_as(AF_INET6, inner)) {
         field.fail("expected an IPv6 address between the brackets, got " + quote_text(host));
     }
     return inner;

@@ -137,6 +137,8 @@ TEST_CASE("a remote address is HOST:PORT and every malformed one is refused nami
         {"not IPv6 in brackets", l4(remote("[hb]:7471")), pointer,
          R"(expected an IPv6 address between the brackets, got "[hb]")"},
         {"IPv6 zone", l4(remote("[fe80::1%eth0]:7471")), pointer, R"(between the brackets, got "[fe80::1%eth0]")"},
+        {"NUL after an IPv6 address", l4(remote(R"([::1\u0000x]:7471)")), pointer,
+         "expected an IPv6 address between the brackets, got "},
         {"IPv4 part above 255", l4(remote("10.0.0.256:7471")), pointer,
          R"(expected a dotted IPv4 address (four numbers 0..255), got "10.0.0.256")"},
         {"IPv4 of three parts", l4(remote("10.0.2:7471")), pointer, R"(four numbers 0..255), got "10.0.2")"},

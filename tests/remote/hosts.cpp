@@ -94,9 +94,10 @@ std::string TestNetwork::hub_address(const std::string& host) const {
     return "10.77." + std::to_string(index_.at(host)) + ".1";
 }
 
-std::function<bool()> TestNetwork::enter(const std::string& host) const {
+std::function<bool()> TestNetwork::enter(const std::string& host, std::uint64_t shm_bytes) const {
     const std::string path = "/run/netns/" + ns(host);
-    return [path] {
+    const std::string options = "mode=1777" + (shm_bytes > 0 ? ",size=" + std::to_string(shm_bytes) : std::string());
+    return [path, options] {
         // System calls only: this runs in the forked child before exec.
         const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
         if (fd < 0 || ::setns(fd, CLONE_NEWNET) != 0) {
@@ -106,7 +107,7 @@ std::function<bool()> TestNetwork::enter(const std::string& host) const {
         if (::unshare(CLONE_NEWNS) != 0 || ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
             return false;
         }
-        return ::mount("shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") == 0;
+        return ::mount("shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) == 0;
     };
 }
 
@@ -136,13 +137,13 @@ TestCa::TestCa() {
     }
 }
 
-TestCa::Files TestCa::issue(const std::string& name) {
+TestCa::Files TestCa::issue(const std::string& name, const std::string& san) {
     if (const auto it = issued_.find(name); it != issued_.end()) {
         return it->second;
     }
     const std::string base = (dir_.path / name).string();
     Files f{base + ".pem", base + ".key"};
-    std::ofstream(base + ".ext") << "subjectAltName=DNS:" << name << "\n";
+    std::ofstream(base + ".ext") << "subjectAltName=" << (san.empty() ? "DNS:" + name : san) << "\n";
     Output o =
         run_program("/usr/bin/openssl", {"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
                                          "-keyout", f.key, "-out", base + ".csr", "-subj", "/CN=" + name});

@@ -45,8 +45,9 @@ public:
     std::string hub_address(const std::string& host) const;
     // /run/netns/<the namespace of host>.
     std::string netns_path(const std::string& host) const { return "/run/netns/" + ns(host); }
-    // The Daemon fixture's in_child for a daemon on `host`.
-    std::function<bool()> enter(const std::string& host) const;
+    // The Daemon fixture's in_child for a daemon on `host`; `shm_bytes` > 0 sizes its private /dev/shm (a tmpfs of
+    // half the machine's memory otherwise).
+    std::function<bool()> enter(const std::string& host, std::uint64_t shm_bytes = 0) const;
     // Takes the hub's end of the link to `host` down or up (a partition).
     void set_link(const std::string& host, bool up) const;
     // Adds `ms` of delay to both directions of the link to `host` with netem; false when netem is not available
@@ -64,12 +65,13 @@ private:
 class TestCa {
 public:
     TestCa();
-    // Files of a certificate for `name` (subjectAltName DNS:name) signed by this CA, made on first use.
+    // Files of a certificate for `name` (subjectAltName DNS:name, or `san` as openssl spells one: "email:rack")
+    // signed by this CA, made on first use of `name`.
     struct Files {
         std::string cert;
         std::string key;
     };
-    Files issue(const std::string& name);
+    Files issue(const std::string& name, const std::string& san = {});
     const std::string& ca_file() const noexcept { return ca_; }
     // The tls object of one end: this CA, the certificate of `own`, and the peer's expected name.
     nlohmann::json tls(const std::string& own, const std::string& peer_name);

@@ -75,6 +75,12 @@ TEST_CASE("an L4 with a certificate of another CA, a wrong name on either side, 
         CHECK(status.error_message() == "the peer's certificate names intruder, expected rack");
         CHECK(eventually_logged(hb, {"refused a call of Echo from", "names intruder, expected rack"}));
     }
+    SECTION("the L4's certificate carries the name the node expects only as an email address") {
+        const TestCa::Files mail = ca.issue("mail-rack", "email:rack");
+        refused({{"ca", ca.ca_file()}, {"cert", mail.cert}, {"key", mail.key}, {"peer_name", "hb"}},
+                "no session could be opened (UNAUTHENTICATED: the peer's certificate has no DNS name among its subject "
+                "alternative names (rack), expected rack)");
+    }
     SECTION("the L4 speaks plain TCP") {
         refused("insecure", "no session could be opened (UNAVAILABLE");
     }
@@ -92,4 +98,15 @@ TEST_CASE("a node refuses to start when a file of its TLS configuration cannot b
                       {"peer_name", "rack"}};
     REQUIRE_THROWS_WITH(Daemon(l3_config("hb", loopback(port), tls)),
                         Catch::Contains("cannot read the CA certificate " + (dir.path / "missing-ca.pem").string()));
+    // A directory, which would read as empty, and a file far larger than a PEM file is.
+    TestCa ca;
+    json wrong = ca.tls("hb", "rack");
+    wrong["key"] = dir.path.string();
+    REQUIRE_THROWS_WITH(Daemon(l3_config("hb", loopback(port), wrong)),
+                        Catch::Contains("the private key " + dir.path.string() + " is not a regular file"));
+    const std::string big = write_file(dir.path, "big.pem", std::string((1 << 20) + 1, 'x'));
+    wrong["key"] = big;
+    REQUIRE_THROWS_WITH(
+        Daemon(l3_config("hb", loopback(port), wrong)),
+        Catch::Contains("the private key " + big + " is 1048577 bytes, more than a PEM file of 1048576 holds"));
 }
