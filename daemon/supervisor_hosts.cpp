@@ -159,11 +159,22 @@ ChildSlot* Supervisor::route_across(TaskRequest& request, TaskCallback& done, Pe
 void Supervisor::relay(const TaskRequest& request, TaskCallback& done, std::uint64_t task_id, const Route& first,
                        const Route& second) {
     auto work = [this, request, done = std::move(done), task_id, first, second]() mutable {
+        const auto fail = [&](ErrorCode code, const std::string& message) {
+            if (!done) {
+                // Taken by the first stage, which answers the task from then on.
+                log_->error("task {}: copy across hosts: {}", task_id, message);
+                return;
+            }
+            note_failure(task_id, request.keep_failure, code);
+            done(TaskResult{task_id, code, message, 0, 0});
+        };
+        // This runs on the relays' thread, which nothing above catches for: every failure answers the task.
         try {
             run_relay(request, done, task_id, first, second);
         } catch (const RequestError& e) {
-            note_failure(task_id, request.keep_failure, e.code());
-            done(TaskResult{task_id, e.code(), e.what(), 0, 0});
+            fail(e.code(), e.what());
+        } catch (const std::exception& e) {
+            fail(ErrorCode::BAD_REQUEST, std::string("copy across hosts: ") + e.what());
         }
     };
     relays_.post(std::move(work));
@@ -176,7 +187,17 @@ void Supervisor::run_relay(const TaskRequest& request, TaskCallback& done, std::
     const Tensor out = request.args.tensors[1].tensor;
     BufferRequest staging_request;
     staging_request.nbytes = tensor_extent_bytes(in);
-    const BufferDescriptor staging = create_buffer(staging_request);
+    BufferDescriptor staging;
+    try {
+        staging = create_buffer(staging_request);
+    } catch (const RequestError&) {
+        throw;
+    } catch (const std::exception& e) {
+        // No room in this host's /dev/shm, a full buffer table: the copy fails, naming the staging buffer.
+        throw RequestError(ErrorCode::BAD_REQUEST, "copy across hosts: the staging buffer of " +
+                                                       std::to_string(staging_request.nbytes) +
+                                                       " bytes on this host could not be made: " + e.what());
+    }
     Tensor staged = in;
     staged.buffer = staging;
     staged.byte_offset = 0;

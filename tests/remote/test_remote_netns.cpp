@@ -182,6 +182,40 @@ TEST_CASE("SIGKILL of a remote canopyd between namespaces fails its task and the
           "completed");
 }
 
+TEST_CASE("a copy between two remote hosts whose staging buffer finds no room on the L4's host fails naming it, and "
+          "the L4 serves on",
+          "[remote][netns]") {
+    if (const std::string why = TestNetwork::unavailable(); !why.empty()) {
+        CANOPY_SKIP(why);
+    }
+    TestNetwork net{{"rack", "hb", "hc"}};
+    Daemon hb{l3_config("hb", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hb")};
+    Daemon hc{l3_config("hc", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hc")};
+    // The L4's /dev/shm holds its mailboxes, not a staging buffer of 64 MiB.
+    Daemon rack{l4_config({remote_node("hb", at(net, "hb"), "insecure"), remote_node("hc", at(net, "hc"), "insecure")},
+                          INSECURE_PEERS),
+                {},
+                net.enter("rack", 16 << 20)};
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    REQUIRE(eventually_running(rack, "/hc/sub0"));
+    const std::string n = std::to_string(64 << 20);
+    const std::string on_hb = rack.cli_json({"buffer", "create", "--bytes", n, "--on", "hb"}).at("id");
+    const std::string on_hc = rack.cli_json({"buffer", "create", "--bytes", n, "--on", "hc"}).at("id");
+    const Output o = rack.cli({"submit", "copy", "--on", "hb/sub0", "--in", on_hc + ":uint8:" + n, "--out",
+                               on_hb + ":uint8:" + n, "--wait", "--json"});
+    INFO(o.out + o.err);
+    CHECK(error_code_of(o.json()) == "BAD_REQUEST");
+    CHECK_THAT(error_message_of(o.json()), Catch::Contains("copy across hosts: the staging buffer of " + n +
+                                                           " bytes on this host could not be made") &&
+                                               Catch::Contains("/dev/shm has no room"));
+    // Nothing of the staging buffer is left, and the L4 serves on, across hosts too.
+    CHECK(rack.cli_json({"buffer", "list"}).at("buffers").size() == 2);
+    CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
+          "completed");
+    CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
+          "completed");
+}
+
 TEST_CASE("a graph crosses three hosts through copy, its bytes moving between hosts that share no memory",
           "[remote][netns]") {
     if (const std::string why = TestNetwork::unavailable(); !why.empty()) {
