@@ -316,6 +316,31 @@ void RemoteServer::preflight(const config::ServeConfig& serve) {
     if (!error.empty()) {
         throw std::runtime_error("cannot serve remote L4s on " + address + ": " + error);
     }
+    if (!serve.tls.insecure) {
+        // gRPC parses the certificate, the key and the CA only when a port takes them; on the real address a
+        // refusal would read as the address's. A port of loopback, which always binds, tells them apart.
+        grpc::ServerBuilder builder;
+        int probe_port = 0;
+        builder.AddListeningPort("127.0.0.1:0", server_credentials(serve.tls), &probe_port);
+        const std::unique_ptr<grpc::ServerCompletionQueue> cq = builder.AddCompletionQueue(); // a server needs one
+        const std::unique_ptr<grpc::Server> probe = builder.BuildAndStart();
+        const bool refused = !probe || probe_port == 0;
+        if (probe) {
+            probe->Shutdown();
+        }
+        cq->Shutdown();
+        void* tag = nullptr;
+        bool ok = false;
+        while (cq->Next(&tag, &ok)) {
+        }
+        if (refused) {
+            throw std::runtime_error("cannot serve remote L4s with the certificate " + serve.tls.cert.string() +
+                                     ", the private key " + serve.tls.key.string() + " and the CA certificate " +
+                                     serve.tls.ca.string() +
+                                     " (serve.tls): TLS refused them (a file that is not PEM, or a key that is not "
+                                     "the certificate's; gRPC's log lines before this say more)");
+        }
+    }
 }
 
 RemoteServer::RemoteServer(Supervisor& supervisor, const config::ServeConfig& serve, std::string node_name,

@@ -104,6 +104,13 @@ TEST_CASE("a node refuses to start when a file of its TLS configuration cannot b
     wrong["key"] = dir.path.string();
     REQUIRE_THROWS_WITH(Daemon(l3_config("hb", loopback(port), wrong)),
                         Catch::Contains("the private key " + dir.path.string() + " is not a regular file"));
+    // A readable file that is not the key: the node stops before it starts its workers, naming the files.
+    wrong["key"] = wrong["cert"];
+    REQUIRE_THROWS_WITH(Daemon(l3_config("hb", loopback(port), wrong)),
+                        Catch::Contains("cannot serve remote L4s with the certificate " +
+                                        wrong["cert"].get<std::string>() + ", the private key " +
+                                        wrong["cert"].get<std::string>()) &&
+                            Catch::Contains("TLS refused them"));
     const std::string big = write_file(dir.path, "big.pem", std::string((1 << 20) + 1, 'x'));
     wrong["key"] = big;
     REQUIRE_THROWS_WITH(
