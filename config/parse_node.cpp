@@ -6,7 +6,10 @@
 #include "config/detail/values.h"
 #include "protocol/descriptor.h"
 
+#include <algorithm>
+#include <arpa/inet.h>
 #include <array>
+#include <cctype>
 #include <map>
 #include <string>
 #include <utility>
@@ -51,16 +54,33 @@ std::string parse_node_name(const Field& field) {
 
 NodeConfig parse_nested_node(const Field& field);
 
+// An address as a host is reached: a DNS name in lower case (names are case-insensitive), an IPv6 address in
+// inet_ntop's one spelling ([fd00:0::2] is [fd00::2]); a dotted IPv4 address has one spelling already.
+std::string address_key(const NetAddress& address) {
+    std::string host = address.host;
+    in6_addr v6{};
+    if (host.find(':') != std::string::npos && ::inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
+        char text[INET6_ADDRSTRLEN] = {};
+        if (::inet_ntop(AF_INET6, &v6, text, sizeof text) != nullptr) {
+            host = std::string("[") + text + "]";
+        }
+    } else {
+        std::transform(host.begin(), host.end(), host.begin(),
+                       [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    }
+    return host + ":" + std::to_string(address.port);
+}
+
 // Two remote nodes at one address would share the one L4 session its canopyd serves.
 void check_remote_address(const Field& element, const NodeConfig& node, std::map<std::string, std::string>& seen) {
     if (!node.remote) {
         return;
     }
     const std::string address = to_string(node.remote->address);
-    const auto [it, inserted] = seen.emplace(address, element.pointer() + "/remote");
+    const auto [it, inserted] = seen.emplace(address_key(node.remote->address), element.pointer() + "/remote");
     if (!inserted) {
-        throw ConfigError(element.pointer() + "/remote",
-                          "duplicate remote address " + address + " (also at " + it->second + ")");
+        throw ConfigError(element.pointer() + "/remote", "duplicate remote address " + address + " (also at " +
+                                                             it->second + ", the same host and port)");
     }
 }
 

@@ -110,7 +110,14 @@ TEST_CASE("remote node names follow the nested-node rules and are unique among n
 
 TEST_CASE("two remote nodes at one address are refused", "[config]") {
     require_rejected(l4(remote("10.0.0.2:7471", TLS, "", "a") + ", " + remote("10.0.0.2:7471", TLS, "", "b")),
-                     "/node/nodes/1/remote", "duplicate remote address 10.0.0.2:7471 (also at /node/nodes/0/remote)");
+                     "/node/nodes/1/remote",
+                     "duplicate remote address 10.0.0.2:7471 (also at /node/nodes/0/remote, the same host and port)");
+    // Another spelling of the same host: a DNS name in another case, an IPv6 address written out.
+    require_rejected(l4(remote("HB.rack:7471", TLS, "", "a") + ", " + remote("hb.RACK:7471", TLS, "", "b")),
+                     "/node/nodes/1/remote",
+                     "duplicate remote address hb.RACK:7471 (also at /node/nodes/0/remote, the same host and port)");
+    require_rejected(l4(remote("[fd00::2]:7471", TLS, "", "a") + ", " + remote("[fd00:0:0::2]:7471", TLS, "", "b")),
+                     "/node/nodes/1/remote", "duplicate remote address [fd00:0:0::2]:7471");
     CHECK(parse_config(l4(remote("10.0.0.2:7471", TLS, "", "a") + ", " + remote("10.0.0.2:7472", TLS, "", "b")))
               .node.nodes.size() == 2);
 }
