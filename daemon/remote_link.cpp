@@ -29,6 +29,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sys/socket.h>
 #include <thread>
 #include <unistd.h>
@@ -76,6 +77,13 @@ std::string describe(const grpc::Status& status) {
            (status.error_message().empty() ? std::string() : ": " + status.error_message());
 }
 
+// A Module call of the link's, alive until its answer came.
+struct ModuleCallState {
+    grpc::ClientContext context;
+    pb::ModuleCall request;
+    pb::ModuleReply reply;
+};
+
 class RemoteLink final : public worker::FrameRunner {
 public:
     RemoteLink(std::string l4_name, std::string path, const config::RemoteConfig& remote, ipc::UniqueFd mailbox,
@@ -89,6 +97,20 @@ public:
         // Ends read_control, and a status report to the parent that the streams' thread may be blocked in.
         ::shutdown(control_.get(), SHUT_RDWR);
         streams_.reset(); // cancels the session's streams and waits for their ends, which call into this link
+        {
+            // A module call's answer publishes into the mailbox from a gRPC thread: each is cancelled, and its
+            // answer waited for, while the mailbox is mapped. Cancelled outside the lock, which the answer takes.
+            std::vector<std::shared_ptr<ModuleCallState>> in_flight;
+            {
+                std::lock_guard lock(modules_mu_);
+                in_flight.assign(modules_.begin(), modules_.end());
+            }
+            for (const auto& call : in_flight) {
+                call->context.TryCancel();
+            }
+            std::unique_lock lock(modules_mu_);
+            modules_cv_.wait(lock, [&] { return modules_.empty(); });
+        }
         {
             std::lock_guard lock(mu_);
             cv_.notify_all();
@@ -243,12 +265,7 @@ protected:
     // a node without a live cuda chip loads nothing and answers none.
     void forward_module(std::string_view kernel) {
         const bool unload = kernel.starts_with(MODULE_UNLOAD_FRAME);
-        struct Call {
-            grpc::ClientContext context;
-            pb::ModuleCall request;
-            pb::ModuleReply reply;
-        };
-        auto call = std::make_shared<Call>();
+        auto call = std::make_shared<ModuleCallState>();
         call->request.set_session(session_);
         call->request.set_name(std::string(kernel.substr(kernel.find(':') + 1)));
         call->request.set_unload(unload);
@@ -265,10 +282,17 @@ protected:
             call->request.set_image(reinterpret_cast<const char*>(image.data), view.shapes[0]);
         }
         call->context.set_deadline(std::chrono::system_clock::now() + MODULE_TIMEOUT);
+        {
+            std::lock_guard lock(modules_mu_);
+            modules_.insert(call);
+        }
         const worker::FrameDone done = defer();
         stub_->async()->Module(&call->context, &call->request, &call->reply,
-                               [call, done, unload, host = host_, path = path_](const grpc::Status& status) {
+                               [this, call, done, unload, host = host_, path = path_](const grpc::Status& status) {
                                    done(module_outcome(status, call->reply, unload, host, path));
+                                   std::lock_guard lock(modules_mu_);
+                                   modules_.erase(call);
+                                   modules_cv_.notify_all();
                                });
     }
 
@@ -678,6 +702,9 @@ private:
     std::mutex calls_mu_;
     std::unordered_map<std::uint64_t, worker::FrameDone> calls_; // sent, not yet answered
     std::array<std::uint8_t, 16> node_owner_{}; // the node's buffer owner nonce (Hello); fixed after READY
+    std::mutex modules_mu_;
+    std::condition_variable modules_cv_;
+    std::set<std::shared_ptr<ModuleCallState>> modules_; // module calls sent, not yet answered
     std::mutex transfer_mu_;
     std::condition_variable transfer_cv_;
     std::deque<Transfer> transfers_; // queued copies across hosts, run in order by transfer_thread_
