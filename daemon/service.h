@@ -60,7 +60,8 @@ private:
     void transfer_through_chip(const BufferInfo& info, std::uint64_t offset, std::vector<std::byte> data,
                                std::uint64_t length, bool write, const TransferDone& done);
     // Whether the bytes of `info` reach this process only through a staging buffer: a cuda_vmm buffer (its chip
-    // copies them) or a buffer of a remote node's host (its link moves them across).
+    // copies them) or a buffer of a remote node's host (its link moves them across). Throws RequestError
+    // (STALE_BUFFER, with the reason) for a buffer of a remote host lost since the transfer was accepted.
     bool staged(const BufferInfo& info) const;
     // Copies [offset, offset + length) of a staged buffer from (`to_device`) or to byte 0 of the posix_shm
     // `staging`, on the buffer's chip or the link of its remote node, in `copy` tasks of at most 1 GiB; `done` runs

@@ -201,6 +201,9 @@ private:
     };
 
     Route resolve_remote(ChildSlot& slot, const std::string& worker, std::string_view tail) const;
+    // Why remote node `slot` takes nothing now (its link has no session): its state, its last exit and that it
+    // reconnects. REQUIRES slot.mu.
+    static std::string remote_down_locked(const ChildSlot& slot);
 
     // copies across hosts (supervisor_hosts.cpp)
     // The path of the remote node whose host holds `d`, or "" for this host.

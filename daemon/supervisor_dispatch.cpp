@@ -83,6 +83,12 @@ Supervisor::Route Supervisor::resolve(const std::string& worker) const {
     throw RequestError(ErrorCode::UNKNOWN_WORKER, "no worker '" + worker + "' (children: " + known + ")");
 }
 
+std::string Supervisor::remote_down_locked(const ChildSlot& slot) {
+    return "remote node " + slot.path + " is " + to_string(slot.state) +
+           (slot.last_exit.empty() ? std::string() : " (" + slot.last_exit + ")") +
+           "; its link reconnects with back-off";
+}
+
 // A worker of a remote node is one its host's last reported tree lists; while the link is down none is.
 Supervisor::Route Supervisor::resolve_remote(ChildSlot& slot, const std::string& worker, std::string_view tail) const {
     if (tail.empty()) {
@@ -92,10 +98,7 @@ Supervisor::Route Supervisor::resolve_remote(ChildSlot& slot, const std::string&
     const std::string path = slot.path + "/" + std::string(tail);
     std::lock_guard lock(slot.mu);
     if (slot.state != WorkerState::RUNNING || !slot.live || !slot.live->reported) {
-        throw RequestError(ErrorCode::WORKER_DIED,
-                           "remote node " + slot.path + " is " + to_string(slot.state) +
-                               (slot.last_exit.empty() ? std::string() : " (" + slot.last_exit + ")") +
-                               "; its link reconnects with back-off");
+        throw RequestError(ErrorCode::WORKER_DIED, remote_down_locked(slot));
     }
     std::string known;
     for (const WorkerStatus& w : *slot.live->reported) {
@@ -444,11 +447,7 @@ void Supervisor::enqueue_locked(ChildSlot& slot, PendingTask& task,
         count_result(slot, task, ErrorCode::WORKER_DIED);
         note_failure(task, ErrorCode::WORKER_DIED);
         rejected.emplace_back(std::move(task.done),
-                              TaskResult{task.task_id, ErrorCode::WORKER_DIED,
-                                         "remote node " + slot.path + " is " + to_string(slot.state) +
-                                             (slot.last_exit.empty() ? "" : " (" + slot.last_exit + ")") +
-                                             "; its link reconnects with back-off",
-                                         0, 0});
+                              TaskResult{task.task_id, ErrorCode::WORKER_DIED, remote_down_locked(slot), 0, 0});
     } else if (std::optional<TaskResult> failed = dependency_failure(task.task_id, task.after)) {
         count_result(slot, task, failed->code);
         note_failure(task, failed->code);

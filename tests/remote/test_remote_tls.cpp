@@ -65,12 +65,12 @@ TEST_CASE("an L4 with a certificate of another CA, a wrong name on either side, 
         grpc::ChannelArguments args;
         args.SetSslTargetNameOverride("hb");
         const auto channel = grpc::CreateCustomChannel(loopback(port), grpc::SslCredentials(ssl), args);
-        const auto stub = canopy::remote::v1::Node::NewStub(channel);
+        const auto node = canopy::remote::v1::Node::NewStub(channel); // the generated gRPC client of hb
         grpc::ClientContext context;
         context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
         canopy::remote::v1::TaskCall call;
         canopy::remote::v1::TaskReply reply;
-        const grpc::Status status = stub->Echo(&context, call, &reply);
+        const grpc::Status status = node->Echo(&context, call, &reply);
         CHECK(status.error_code() == grpc::StatusCode::UNAUTHENTICATED);
         CHECK(status.error_message() == "the peer's certificate names intruder, expected rack");
         CHECK(eventually_logged(hb, {"refused a call of Echo from", "names intruder, expected rack"}));
