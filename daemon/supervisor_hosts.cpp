@@ -3,7 +3,9 @@
 // between a POSIX_SHM buffer of this host and the node's over a Read or a Write stream; a copy between two remote
 // hosts runs in two stages through a staging buffer of this host.
 #include "daemon/supervisor.h"
+#include "worker/worker_loop.h"
 
+#include <chrono>
 #include <cstring>
 
 namespace canopy::daemon {
@@ -233,13 +235,37 @@ void Supervisor::run_relay(const TaskRequest& request, TaskCallback& done, std::
     };
     PendingTask then = stage(second, encode(staged, out), {});
     ChildSlot* const second_slot = second.slot;
-    auto after_first = [this, done = std::move(done), finish, then = std::move(then),
-                        second_slot](TaskResult first_result) mutable {
+    auto after_first = [this, done = std::move(done), finish, then = std::move(then), second_slot,
+                        timeout = request.timeout](TaskResult first_result) mutable {
+        const std::uint64_t start = first_result.start_ns;
         if (!first_result.ok()) {
-            finish(done, first_result, first_result.start_ns);
+            finish(done, first_result, start);
             return;
         }
-        then.done = [done = std::move(done), finish, start = first_result.start_ns](TaskResult r) mutable {
+        // The task's timeout bounds the whole transfer: the second stage gets what the first left of it. Both
+        // stages run on this host (a link or a chip), so their times are this host's CLOCK_MONOTONIC.
+        if (timeout.count() > 0) {
+            const std::uint64_t now = worker::monotonic_ns();
+            const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::nanoseconds(start != 0 && now > start ? now - start : 0));
+            if (spent >= timeout) {
+                finish(done,
+                       TaskResult{0, ErrorCode::TIMEOUT,
+                                  "the task's timeout of " + std::to_string(timeout.count()) +
+                                      " ms ran out in its first stage, which took " + std::to_string(spent.count()) +
+                                      " ms",
+                                  start, first_result.end_ns},
+                       start);
+                return;
+            }
+            then.timeout = timeout - spent;
+        }
+        then.done = [done = std::move(done), finish, start, timeout, left = then.timeout](TaskResult r) mutable {
+            if (r.code == ErrorCode::TIMEOUT && timeout.count() > 0) {
+                r.message = "the task's timeout of " + std::to_string(timeout.count()) +
+                            " ms ran out in its second stage, which had the " + std::to_string(left.count()) +
+                            " ms its first stage left (" + r.message + ")";
+            }
             finish(done, r, start);
         };
         enqueue(*second_slot, std::move(then));

@@ -216,6 +216,66 @@ TEST_CASE("a copy between two remote hosts whose staging buffer finds no room on
           "completed");
 }
 
+TEST_CASE("a copy between two remote hosts gets one timeout for both its stages: the second has what the first "
+          "left",
+          "[remote][netns]") {
+    if (const std::string why = TestNetwork::unavailable(); !why.empty()) {
+        CANOPY_SKIP(why);
+    }
+    TestNetwork net{{"rack", "hb", "hc"}};
+    Daemon hb{l3_config("hb", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hb")};
+    Daemon hc{l3_config("hc", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hc")};
+    // 250 ms each way to both hosts, so that each stage (one Read or Write stream, one round trip) takes 500 ms
+    // and a little: within the 750 ms timeout alone, past it together.
+    constexpr int DELAY_MS = 250;
+    constexpr int TIMEOUT_MS = 750;
+    std::vector<std::unique_ptr<DelayRelay>> relays;
+    const auto delayed = [&](const std::string& host) {
+        if (net.set_delay(host, DELAY_MS)) {
+            return at(net, host);
+        }
+        relays.push_back(std::make_unique<DelayRelay>(net.netns_path("rack"), net.address(host), PORT,
+                                                      std::chrono::milliseconds(DELAY_MS)));
+        return loopback(relays.back()->port());
+    };
+    const std::string hb_at = delayed("hb");
+    const std::string hc_at = delayed("hc");
+    const std::int64_t lost_after_ms = canopy::testing::SANITIZED ? 8000 : 4000;
+    json extra = INSECURE_PEERS;
+    extra["supervision"] = {{"backoff_initial_ms", 10},
+                            {"backoff_max_ms", 200},
+                            {"drain_timeout_ms", 2000},
+                            {"task_timeout_ms", TIMEOUT_MS}};
+    Daemon rack{l4_config({remote_node("hb", hb_at, "insecure", lost_after_ms),
+                           remote_node("hc", hc_at, "insecure", lost_after_ms)},
+                          extra),
+                {},
+                net.enter("rack")};
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    REQUIRE(eventually_running(rack, "/hc/sub0"));
+    const std::string on_hb = rack.cli_json({"buffer", "create", "--bytes", "4096", "--on", "hb"}).at("id");
+    const std::string on_hc = rack.cli_json({"buffer", "create", "--bytes", "4096", "--on", "hc"}).at("id");
+    const std::string here = rack.create_buffer(4096);
+    // One stage, hc to the L4's host, fits the timeout.
+    const Output one = rack.cli(
+        {"submit", "copy", "--on", "sub0", "--in", on_hc + ":uint8:4096", "--out", here + ":uint8:4096", "--wait"});
+    INFO(one.out + one.err);
+    CHECK(one.rc == 0);
+    // Two stages, hc to hb through the L4's host, do not.
+    const Output two = rack.cli({"submit", "copy", "--on", "hb/sub0", "--in", on_hc + ":uint8:4096", "--out",
+                                 on_hb + ":uint8:4096", "--wait", "--json"});
+    INFO(two.out + two.err);
+    CHECK(error_code_of(two.json()) == "TIMEOUT");
+    CHECK_THAT(error_message_of(two.json()),
+               Catch::Contains("copy across hosts, from the host of remote node /hc to the host of remote node /hb") &&
+                   Catch::Contains("the task's timeout of " + std::to_string(TIMEOUT_MS) + " ms ran out in its"));
+    // The staging buffer is released, and both hosts serve on.
+    CHECK(rack.cli_json({"buffer", "list"}).at("buffers").size() == 3);
+    const json status = rack.cli_json({"status"});
+    CHECK(worker_at(status, "/hb").at("restarts") == 0);
+    CHECK(worker_at(status, "/hc").at("restarts") == 0);
+}
+
 TEST_CASE("a graph crosses three hosts through copy, its bytes moving between hosts that share no memory",
           "[remote][netns]") {
     if (const std::string why = TestNetwork::unavailable(); !why.empty()) {
