@@ -82,6 +82,7 @@ void SessionStream::proceed(Step step, bool ok) {
     }
     case READ:
     case FINISHED:
+    case ALARM:
     case STEPS:
         return;
     }

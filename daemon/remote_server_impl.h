@@ -102,7 +102,7 @@ public:
     static void complete(void* tag, bool ok);
 
 protected:
-    enum Step : std::uint8_t { REQUESTED, READ, WRITTEN, FINISHED, DONE, STEPS };
+    enum Step : std::uint8_t { REQUESTED, READ, WRITTEN, FINISHED, DONE, ALARM, STEPS };
 
     explicit ServerCall(RemoteServer::Impl& owner);
 

@@ -5,7 +5,9 @@
 #include "daemon/task_batch.h"
 #include "protocol/task_args.h"
 
+#include <chrono>
 #include <deque>
+#include <grpcpp/alarm.h>
 
 namespace canopy::daemon {
 
@@ -14,10 +16,15 @@ namespace {
 // One session's task stream: each TaskCall read (a TaskCalls message holds one or more) is decoded
 // (decode_task_call) and submitted to the node's Supervisor; each result is written back as a TaskReply with the
 // call's id, in the order the tasks finish, one TaskReplies message at a time holding every reply that queued
-// behind the write before it. The results' callbacks reach the stream through Shared, whose pointer retire()
-// clears, so a result that comes after the stream is gone is dropped. Lock order: Shared::mu, then mu_.
+// behind the write before it. The Read after calls that found the stream idle waits for their first reply
+// (defer_read_locked). The results' callbacks reach the stream through Shared, whose pointer retire() clears, so a
+// result that comes after the stream is gone is dropped. Lock order: Shared::mu, then mu_.
 class TaskStream final : public ServerCall {
 public:
+    // The longest a Read waits after a message of calls for that message's first reply: about one remote
+    // round trip of a no-op task.
+    static constexpr std::chrono::microseconds READ_DEFER{200};
+
     static void request(RemoteServer::Impl& owner) {
         auto* stream = new TaskStream(owner);
         stream->context_.AsyncNotifyWhenDone(stream->tag(DONE));
@@ -80,6 +87,13 @@ private:
             over_ = true; // finished, or cancelled (the L4 went away): nothing more is written
             return;
         }
+        case ALARM: {
+            // READ_DEFER passed, or a reply's write cancelled the alarm: a read still deferred starts now.
+            std::lock_guard lock(mu_);
+            alarm_set_ = false;
+            resume_read_locked();
+            return;
+        }
         case FINISHED:
         case STEPS:
             return;
@@ -123,8 +137,14 @@ private:
                 session_ = call.session();
             }
             calls.Swap(&in_);
+            // Calls to a stream with nothing else in progress: the L4 waits for their replies (defer_read_locked).
+            const bool idle = pending_ == 0 && queued_.empty() && !writing_;
             pending_ += static_cast<std::size_t>(calls.calls_size());
-            read_next_locked();
+            if (idle && calls.calls_size() > 0) {
+                defer_read_locked();
+            } else {
+                read_next_locked();
+            }
         }
         // Unlocked: the Supervisor may answer a refused task on this thread, through answer().
         for (pb::TaskCall& call : *calls.mutable_calls()) {
@@ -171,11 +191,42 @@ private:
         if (!stream->writing_) {
             stream->write_next_locked();
         }
+        stream->resume_read_locked();
     }
 
     void read_next_locked() {
         hold();
         stream_.Read(&in_, tag(READ));
+    }
+
+    // The Read after calls that found the stream idle waits for the first reply written after them, or
+    // READ_DEFER at most. gRPC gives the L4 back the flow-control credit of a message when the next Read starts,
+    // in a WINDOW_UPDATE of its own: started at once, that update crosses the link alone ahead of the reply, and
+    // the L4's link wakes for it and acknowledges it (docs/performance.md, "Flow-control updates"). Started after
+    // the reply's write, it goes in the reply's segment. Calls the L4 sends meanwhile wait in the transport;
+    // READ_DEFER bounds that wait when the first task runs long. A stream with work in progress reads at once:
+    // under load a deferred Read would cost each message a second wake-up of this thread.
+    void defer_read_locked() {
+        read_deferred_ = true;
+        if (!alarm_set_) {
+            alarm_set_ = true;
+            hold();
+            read_alarm_.Set(owner_.queue(), std::chrono::system_clock::now() + READ_DEFER, tag(ALARM));
+        }
+    }
+
+    // Starts the deferred Read, if there is one, and calls the alarm off.
+    void resume_read_locked() {
+        if (!read_deferred_) {
+            return;
+        }
+        read_deferred_ = false;
+        if (!over_ && !finished_) {
+            read_next_locked();
+        }
+        if (alarm_set_) {
+            read_alarm_.Cancel(); // its tag comes back at once, not ok
+        }
     }
 
     // Moves the oldest queued replies into the next message and writes it.
@@ -215,6 +266,9 @@ private:
     pb::TaskCalls in_;
     std::deque<pb::TaskReply> queued_; // not yet in a message
     pb::TaskReplies out_;              // being written while writing_
+    grpc::Alarm read_alarm_;
+    bool alarm_set_ = false;     // read_alarm_'s tag has not come back yet
+    bool read_deferred_ = false; // a message of calls was read, and the next Read waits (defer_read_locked)
     bool writing_ = false;
     bool reads_done_ = false;
     bool finished_ = false;
@@ -268,6 +322,7 @@ private:
         case READ:
         case FINISHED:
         case DONE:
+        case ALARM:
         case STEPS:
             return;
         }
@@ -402,6 +457,7 @@ private:
         case WRITTEN:
         case FINISHED:
         case DONE:
+        case ALARM:
         case STEPS:
             return;
         }

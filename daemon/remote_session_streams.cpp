@@ -22,6 +22,11 @@ SessionStreams::~SessionStreams() {
         std::lock_guard lock(mu_);
         if (tasks_) {
             tasks_context_.TryCancel();
+            if (read_deferred_) {
+                // The Tasks stream ends through a failed Read and its Finish: start the Read the stream deferred.
+                read_deferred_ = false;
+                tasks_->Read(&replies_, tag(Op::REPLIES_READ));
+            }
         }
     }
     thread_.join();
@@ -40,8 +45,14 @@ void SessionStreams::open_tasks() {
 void SessionStreams::send(pb::TaskCall call) {
     std::lock_guard lock(mu_);
     queued_.push_back(std::move(call));
+    ++unanswered_;
     if (!writing_ && tasks_ready_ && !tasks_ended_) {
         write_next_locked();
+    }
+    // After the write: the Read's flow-control update then follows the call instead of going ahead of it.
+    if (read_deferred_) {
+        read_deferred_ = false;
+        tasks_->Read(&replies_, tag(Op::REPLIES_READ));
     }
 }
 
@@ -89,26 +100,41 @@ bool SessionStreams::handle(Op op, bool ok) {
         }
         return true;
     case Op::TASKS_STARTED:
-    case Op::REPLIES_READ:
-        if (op == Op::REPLIES_READ && ok) {
-            for (const pb::TaskReply& reply : replies_.replies()) {
-                on_reply_(reply);
-            }
-        }
         if (ok) {
-            if (op == Op::TASKS_STARTED) {
-                std::lock_guard lock(mu_);
-                tasks_ready_ = true;
-                if (!queued_.empty()) {
-                    write_next_locked();
-                }
+            std::lock_guard lock(mu_);
+            tasks_ready_ = true;
+            if (!queued_.empty()) {
+                write_next_locked();
             }
             tasks_->Read(&replies_, tag(Op::REPLIES_READ));
         } else {
             finish_tasks();
-            if (op == Op::REPLIES_READ) {
-                after_failed_read(tasks_grace_, Op::TASKS_GRACE_OVER);
+        }
+        return true;
+    case Op::REPLIES_READ:
+        if (ok) {
+            pb::TaskReplies replies;
+            replies.Swap(&replies_);
+            {
+                // Every call sent gets one reply. With none left unanswered the next Read waits for the next
+                // call (send): gRPC returns the flow-control credit of the replies read when the next Read
+                // starts, in a WINDOW_UPDATE of its own, which started now would cross the link alone and wake
+                // the node for nothing; started with the next call it goes in that call's segment. The session's
+                // event stream notices a lost node meanwhile.
+                std::lock_guard lock(mu_);
+                unanswered_ -= std::min(unanswered_, static_cast<std::size_t>(replies.replies_size()));
+                if (unanswered_ == 0) {
+                    read_deferred_ = true;
+                } else {
+                    tasks_->Read(&replies_, tag(Op::REPLIES_READ));
+                }
             }
+            for (const pb::TaskReply& reply : replies.replies()) {
+                on_reply_(reply);
+            }
+        } else {
+            finish_tasks();
+            after_failed_read(tasks_grace_, Op::TASKS_GRACE_OVER);
         }
         return true;
     case Op::CALLS_WRITTEN: {

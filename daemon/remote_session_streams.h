@@ -13,7 +13,8 @@
 // send() queues a call: one message is written at a time and holds every call queued behind the write before it
 // (MAX_BATCH_CALLS, MAX_BATCH_BYTES). Each event read goes to `on_event`, each reply to `on_reply`, and the end of
 // either stream, whatever ended it, to `on_end` once, all on the streams' thread. The Tasks stream opens with
-// open_tasks(), once the hello has come.
+// open_tasks(), once the hello has come. Replies are read while a call is unanswered: once every call has its
+// reply, the next Read starts with the next call, after its write (see REPLIES_READ in handle()).
 //
 // A read fails when the node ended the stream, and also when a message came that protobuf could not parse (a
 // string that is not UTF-8, say). gRPC does not end the call then, and Finish would wait for a status the node
@@ -108,6 +109,8 @@ private:
     bool tasks_ready_ = false;                // the Tasks stream has started: writes may go
     bool writing_ = false;                    // a write is in progress
     bool tasks_ended_ = false;                // the Tasks stream's read failed: no more writes
+    std::size_t unanswered_ = 0;              // calls sent (or queued) whose replies have not been read
+    bool read_deferred_ = false;              // no Read of replies is started: nothing is unanswered
     std::deque<remote::v1::TaskCall> queued_; // not yet in a message
     remote::v1::TaskCalls calls_;             // being written while writing_
     // The graces after a failed read; the streams' thread alone sets, cancels and reads these.

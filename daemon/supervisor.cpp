@@ -159,6 +159,8 @@ void Supervisor::spawn(ChildSlot& slot) {
         }
         try {
             inc->mailbox = std::make_unique<ipc::MailboxParent>(slot.generation + 1);
+            // A remote node's result comes after a network round trip, longer than the completion thread's spin.
+            inc->mailbox->set_wake_waiter_on_submit(slot.spec.kind != ChildKind::REMOTE);
         } catch (const std::exception& e) {
             // Out of fds or memory: this start fails like a death, and the restart policy decides what next.
             slot.last_exit = std::string("could not be started: ") + e.what();

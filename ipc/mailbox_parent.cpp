@@ -94,7 +94,7 @@ std::uint64_t MailboxParent::submit(const Dispatch& d) {
     if (header()->child_sleeping.load(std::memory_order_seq_cst) != 0) {
         wake_child();
     }
-    if (was_idle && header()->parent_sleeping.load(std::memory_order_seq_cst) != 0) {
+    if (was_idle && wake_waiter_on_submit_ && header()->parent_sleeping.load(std::memory_order_seq_cst) != 0) {
         // The result waiter sleeps without spinning while nothing is in flight: wake it now, so that it is
         // spinning when this frame finishes instead of being woken by the child then. A waiter that has not
         // announced itself yet is woken by the child as always.

@@ -77,11 +77,17 @@ public:
     // bumps per finished frame (wake_waiters() bumps it too), and wait_activity() returns once it differs
     // from `seen`. It spins up to `spin` iterations (adapted to how long recent waits took), then blocks on
     // the futex; with spin 0 it blocks at once and leaves the adaptation alone. submit() of a frame into an
-    // empty ring wakes a blocked waiter, which can then spin while the frame runs. Both read only atomics of
-    // the shared header. One thread at a time waits (wait() or wait_activity()): the header has one
-    // parent_sleeping flag, which a second waiter would clear under the first when it woke.
+    // empty ring wakes a blocked waiter (unless set_wake_waiter_on_submit(false)), which can then spin while the
+    // frame runs. Both read only atomics of the shared header. One thread at a time waits (wait() or
+    // wait_activity()): the header has one parent_sleeping flag, which a second waiter would clear under the
+    // first when it woke.
     std::uint32_t activity() const noexcept;
     void wait_activity(std::uint32_t seen, std::uint32_t spin = 2000) noexcept;
+
+    // Whether submit() of a frame into an empty ring wakes a blocked wait_activity() (the default). A child whose
+    // results come later than any spin lasts (a remote node's, after a network round trip) turns it off: the
+    // wake would only cost its waiter a futex wake and a spin, on a CPU the task's path needs.
+    void set_wake_waiter_on_submit(bool wake) noexcept { wake_waiter_on_submit_ = wake; }
 
     // Ends a concurrent wait() of this parent (the child also wakes it with every result).
     void wake_waiters() noexcept;
@@ -104,6 +110,7 @@ private:
     std::uint64_t next_complete_ = 0;
     FrameTrailer sent_[MAILBOX_FRAMES]{}; // what was dispatched per slot, kept in private memory
     AdaptiveSpin activity_spin_;          // wait_activity's
+    bool wake_waiter_on_submit_ = true;
 };
 
 } // namespace canopy::ipc

@@ -211,3 +211,28 @@ TEST_CASE("a result waiter blocked on an idle mailbox is woken by the next submi
     CHECK(c->dispatch_id == dispatch);
     CHECK(c->code == ErrorCode::OK);
 }
+
+TEST_CASE("a result waiter of a mailbox that does not wake on submit sleeps until the result", "[daemon][mailbox]") {
+    RawWorker w;
+    w.mailbox.set_wake_waiter_on_submit(false);
+    const ipc::MappedRegion view = ipc::MappedRegion::map_shared(w.mailbox.fd(), MAILBOX_BYTES, false);
+    const auto* header = reinterpret_cast<const MailboxHeader*>(view.data());
+    const std::uint32_t idle = w.mailbox.activity();
+    std::thread waiter([&] { w.mailbox.wait_activity(idle, 0); });
+    while (header->parent_sleeping.load() == 0) {
+        std::this_thread::yield();
+    }
+    TaskArgs args;
+    args.scalars.push_back(ScalarArg::i64(100));
+    const auto blob = encode_task_args(args);
+    const std::uint64_t dispatch = w.mailbox.submit({1, "sleep_ms", "", {}, blob, 0});
+    // The submit left the activity word alone: only the result ends the wait.
+    CHECK(w.mailbox.activity() == idle);
+    waiter.join();
+    CHECK(w.mailbox.activity() != idle);
+    REQUIRE(w.mailbox.wait(1, 0));
+    const auto c = w.mailbox.poll();
+    REQUIRE(c);
+    CHECK(c->dispatch_id == dispatch);
+    CHECK(c->code == ErrorCode::OK);
+}

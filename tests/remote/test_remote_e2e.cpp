@@ -43,6 +43,26 @@ TEST_CASE("an L4 runs tasks on a remote node's chip and sub and shows the node's
     CHECK(has_log_line(hb, {"L4 rack attached from", "session 1"}));
 }
 
+TEST_CASE("a task sent to a remote host while its only task runs long is read and runs meanwhile", "[remote]") {
+    const std::uint16_t port = free_tcp_port();
+    Daemon hb(l3_config("hb", loopback(port), "insecure"));
+    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure")}));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    REQUIRE(eventually_running(rack, "/hb/chip0"));
+    // The node reads the call after the long one once it has written a reply or, as here, when its wait for one
+    // has run out (READ_DEFER): the second task runs on hb while the first still does.
+    const json slow = rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:20000"});
+    REQUIRE(eventually_started(rack, slow.at("id").get<std::uint64_t>()));
+    rack.cli_json({"submit", "sleep_ms", "--on", "hb/chip0", "--scalar", "int64:0"});
+    const auto chip_done = [&] { return worker_at(hb.cli_json({"status"}), "/chip0").at("tasks_done"); };
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (chip_done() == 0 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK(chip_done() == 1);
+    CHECK(worker_at(hb.cli_json({"status"}), "/sub0").at("tasks_done") == 0);
+}
+
 TEST_CASE("a task for a remote node is refused by name: unknown worker, the node itself, a buffer of another host, "
           "a bad argument",
           "[remote]") {
