@@ -161,6 +161,9 @@ void Supervisor::spawn(ChildSlot& slot) {
             inc->mailbox = std::make_unique<ipc::MailboxParent>(slot.generation + 1);
             // A remote node's result comes after a network round trip, longer than the completion thread's spin.
             inc->mailbox->set_wake_waiter_on_submit(slot.spec.kind != ChildKind::REMOTE);
+            // A node runs its frames on several workers at once: each result is taken when it comes.
+            inc->mailbox->set_collect_in_any_order(slot.spec.kind == ChildKind::NODE ||
+                                                   slot.spec.kind == ChildKind::REMOTE);
         } catch (const std::exception& e) {
             // Out of fds or memory: this start fails like a death, and the restart policy decides what next.
             slot.last_exit = std::string("could not be started: ") + e.what();

@@ -524,7 +524,7 @@ void Supervisor::arm_deadline_locked(ChildSlot& slot) {
         slot.deadline = Clock::time_point::max();
         return;
     }
-    // Frames complete in ring order, so the oldest task in flight is normally the mailbox's oldest frame.
+    // The oldest task in flight is normally the mailbox's oldest frame not yet collected.
     auto running_it = slot.live && slot.live->mailbox->in_flight() > 0
                           ? slot.in_flight.find(slot.live->mailbox->oldest_in_flight())
                           : slot.in_flight.end();

@@ -60,7 +60,8 @@ TaskFrame* MailboxParent::frame(std::uint64_t dispatch_id) const noexcept {
 }
 
 bool MailboxParent::can_submit() const noexcept {
-    return in_flight() < MAILBOX_FRAMES &&
+    // The span, not in_flight(): a slot collected ahead of an older frame is not reused before that frame is.
+    return next_dispatch_ - next_complete_ < MAILBOX_FRAMES &&
            frame(next_dispatch_)->state.load(std::memory_order_acquire) == static_cast<std::uint32_t>(FrameState::IDLE);
 }
 
@@ -103,25 +104,37 @@ std::uint64_t MailboxParent::submit(const Dispatch& d) {
     return next_dispatch_++;
 }
 
+std::optional<std::uint64_t> MailboxParent::finished() const noexcept {
+    for (std::uint64_t d = next_complete_; d < next_dispatch_; ++d) {
+        if (collected_[d % MAILBOX_FRAMES]) {
+            continue;
+        }
+        const auto state = frame(d)->state.load(std::memory_order_acquire);
+        if (state != static_cast<std::uint32_t>(FrameState::READY) &&
+            state != static_cast<std::uint32_t>(FrameState::RUNNING)) {
+            return d; // DONE or FAILED; any other state poisons the mailbox in poll()
+        }
+        if (!any_order_) {
+            break;
+        }
+    }
+    return std::nullopt;
+}
+
 std::optional<Completion> MailboxParent::poll() {
-    if (in_flight() == 0) {
+    const std::optional<std::uint64_t> done = finished();
+    if (!done) {
         return std::nullopt;
     }
-    TaskFrame* f = frame(next_complete_);
+    const std::uint64_t d = *done;
+    TaskFrame* f = frame(d);
     const auto state = f->state.load(std::memory_order_acquire);
-    switch (static_cast<FrameState>(state)) {
-    case FrameState::READY:
-    case FrameState::RUNNING:
-        return std::nullopt;
-    case FrameState::DONE:
-    case FrameState::FAILED:
-        break;
-    case FrameState::IDLE:
-    default:
-        throw MailboxPoisoned("frame " + std::to_string(next_complete_ % MAILBOX_FRAMES) + " in unexpected state " +
+    if (state != static_cast<std::uint32_t>(FrameState::DONE) &&
+        state != static_cast<std::uint32_t>(FrameState::FAILED)) {
+        throw MailboxPoisoned("frame " + std::to_string(d % MAILBOX_FRAMES) + " in unexpected state " +
                               std::to_string(state));
     }
-    const FrameTrailer& sent = sent_[next_complete_ % MAILBOX_FRAMES];
+    const FrameTrailer& sent = sent_[d % MAILBOX_FRAMES];
     if (!(f->result.trailer == sent)) {
         throw MailboxPoisoned("result trailer {task " + std::to_string(f->result.trailer.task_id) + ", dispatch " +
                               std::to_string(f->result.trailer.dispatch_id) + ", generation " +
@@ -144,19 +157,22 @@ std::optional<Completion> MailboxParent::poll() {
     c.start_ns = f->result.start_ns;
     c.end_ns = f->result.end_ns;
     f->state.store(static_cast<std::uint32_t>(FrameState::IDLE), std::memory_order_release);
+    if (d != next_complete_) {
+        collected_[d % MAILBOX_FRAMES] = true;
+        ++collected_ahead_;
+        return c;
+    }
     ++next_complete_;
+    while (next_complete_ < next_dispatch_ && collected_[next_complete_ % MAILBOX_FRAMES]) {
+        collected_[next_complete_ % MAILBOX_FRAMES] = false;
+        --collected_ahead_;
+        ++next_complete_;
+    }
     return c;
 }
 
 bool MailboxParent::wait(std::uint64_t timeout_ns, std::uint32_t spin) {
-    auto ready = [&] {
-        if (in_flight() == 0) {
-            return false;
-        }
-        const auto s = frame(next_complete_)->state.load(std::memory_order_acquire);
-        return s != static_cast<std::uint32_t>(FrameState::READY) &&
-               s != static_cast<std::uint32_t>(FrameState::RUNNING);
-    };
+    auto ready = [&] { return finished().has_value(); };
     for (std::uint32_t i = 0; i < spin; ++i) {
         if (ready()) {
             return true;
@@ -227,7 +243,9 @@ void MailboxParent::request_shutdown() noexcept {
 std::vector<std::pair<std::uint64_t, std::uint64_t>> MailboxParent::in_flight_tasks() const {
     std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
     for (std::uint64_t d = next_complete_; d < next_dispatch_; ++d) {
-        out.emplace_back(d, sent_[d % MAILBOX_FRAMES].task_id);
+        if (!collected_[d % MAILBOX_FRAMES]) {
+            out.emplace_back(d, sent_[d % MAILBOX_FRAMES].task_id);
+        }
     }
     return out;
 }

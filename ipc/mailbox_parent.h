@@ -1,6 +1,7 @@
 #pragma once
 // The parent's end of one child's mailbox (layout: protocol/mailbox.h). It owns the memfd and the
-// mapping, writes frames in ring order, and collects results in the same order.
+// mapping, writes frames in ring order, and collects results in the same order, or, for a child that runs
+// frames side by side (set_collect_in_any_order), each as it is published.
 //
 // Thread safety: one thread at a time drives submit/poll/wait (the supervisor holds a mutex);
 // activity(), wait_activity(), wake_waiters() and request_shutdown() may run on any thread.
@@ -56,20 +57,27 @@ public:
     std::uint32_t generation() const noexcept { return generation_; }
     void set_child_pid(int pid) noexcept;
 
+    // Collects each result as it is published instead of in ring order (default off). A nested or remote node
+    // runs its frames on several workers at once, and a result held behind an older frame still running would
+    // wait for it. Frames still go out in ring order: a frame in flight keeps its slot, so MAILBOX_FRAMES - 1
+    // frames after one still running, submit waits for it. Call before the first submit.
+    void set_collect_in_any_order(bool any_order) noexcept { any_order_ = any_order; }
+
     // True when the next frame in ring order is free.
     bool can_submit() const noexcept;
-    std::size_t in_flight() const noexcept { return next_dispatch_ - next_complete_; }
-    // The dispatch id of the oldest frame in flight (results come back in ring order). REQUIRES in_flight() > 0.
+    // Frames submitted and not yet collected.
+    std::size_t in_flight() const noexcept { return next_dispatch_ - next_complete_ - collected_ahead_; }
+    // The dispatch id of the oldest frame in flight. REQUIRES in_flight() > 0.
     std::uint64_t oldest_in_flight() const noexcept { return next_complete_; }
 
     // Writes the next frame and publishes it READY. REQUIRES can_submit(). Throws std::invalid_argument
     // for a kernel, target, blob or `after` list that does not fit its field. Returns the dispatch id.
     std::uint64_t submit(const Dispatch& d);
 
-    // The oldest in-flight result, if finished. Throws MailboxPoisoned.
+    // The oldest in-flight result, if finished; in any order, the oldest finished one. Throws MailboxPoisoned.
     std::optional<Completion> poll();
 
-    // Waits until the oldest in-flight frame finished, wake_waiters() was called, or `timeout_ns`
+    // Waits until a result poll() would take is published, wake_waiters() was called, or `timeout_ns`
     // passed (0 = no timeout). Spins up to `spin` iterations first. Returns whether a result is ready.
     bool wait(std::uint64_t timeout_ns, std::uint32_t spin = 2000);
 
@@ -102,6 +110,8 @@ private:
     MailboxHeader* header() const noexcept { return reinterpret_cast<MailboxHeader*>(region_.data()); }
     TaskFrame* frame(std::uint64_t dispatch_id) const noexcept;
     void wake_child() noexcept;
+    // The dispatch id of the first frame poll() would take, if one is finished.
+    std::optional<std::uint64_t> finished() const noexcept;
 
     UniqueFd fd_;
     MappedRegion region_;
@@ -109,6 +119,10 @@ private:
     std::uint64_t next_dispatch_ = 0;
     std::uint64_t next_complete_ = 0;
     FrameTrailer sent_[MAILBOX_FRAMES]{}; // what was dispatched per slot, kept in private memory
+    // In any order: frames after next_complete_ already collected, by slot, and how many.
+    bool collected_[MAILBOX_FRAMES]{};
+    std::size_t collected_ahead_ = 0;
+    bool any_order_ = false;
     AdaptiveSpin activity_spin_;          // wait_activity's
     bool wake_waiter_on_submit_ = true;
 };

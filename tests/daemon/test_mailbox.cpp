@@ -236,3 +236,98 @@ TEST_CASE("a result waiter of a mailbox that does not wake on submit sleeps unti
     CHECK(c->dispatch_id == dispatch);
     CHECK(c->code == ErrorCode::OK);
 }
+
+namespace {
+
+// A parent's mailbox with a hand-played child: frames are taken and finished by writing the shared region.
+struct PlayedChild {
+    explicit PlayedChild(bool any_order) { parent.set_collect_in_any_order(any_order); }
+    ipc::MailboxParent parent{3};
+    ipc::MappedRegion view = ipc::MappedRegion::map_shared(parent.fd(), MAILBOX_BYTES, true);
+    std::vector<std::byte> blob = encode_task_args(TaskArgs{});
+
+    TaskFrame* frame(std::uint64_t dispatch_id) {
+        return reinterpret_cast<TaskFrame*>(view.data() + sizeof(MailboxHeader) +
+                                            (dispatch_id % MAILBOX_FRAMES) * sizeof(TaskFrame));
+    }
+    std::uint64_t submit(std::uint64_t task_id) {
+        const std::uint64_t d = parent.submit({task_id, "sleep_ms", "", {}, blob, 0});
+        frame(d)->state.store(static_cast<std::uint32_t>(FrameState::RUNNING));
+        return d;
+    }
+    void finish(std::uint64_t dispatch_id, std::uint64_t task_id) {
+        TaskFrame* f = frame(dispatch_id);
+        f->result.trailer = FrameTrailer{task_id, dispatch_id, 3, 0};
+        f->result.error_code = 0;
+        f->result.message_len = 0;
+        f->state.store(static_cast<std::uint32_t>(FrameState::DONE));
+    }
+};
+
+} // namespace
+
+TEST_CASE("a mailbox collects results in ring order unless told to take each as it comes", "[daemon][mailbox]") {
+    SECTION("in ring order: a result waits behind an older frame still running") {
+        PlayedChild child(false);
+        child.submit(10);
+        child.submit(11);
+        child.finish(1, 11);
+        CHECK_FALSE(child.parent.poll());
+        CHECK_FALSE(child.parent.wait(1, 0));
+        child.finish(0, 10);
+        CHECK(child.parent.poll()->task_id == 10);
+        CHECK(child.parent.poll()->task_id == 11);
+        CHECK(child.parent.in_flight() == 0);
+    }
+    SECTION("in any order: a later result is taken while an older frame runs") {
+        PlayedChild child(true);
+        child.submit(10);
+        child.submit(11);
+        child.submit(12);
+        child.finish(1, 11);
+        CHECK(child.parent.wait(1, 0));
+        const auto first = child.parent.poll();
+        REQUIRE(first);
+        CHECK(first->task_id == 11);
+        CHECK(first->dispatch_id == 1);
+        CHECK_FALSE(child.parent.poll());
+        CHECK(child.parent.in_flight() == 2);
+        CHECK(child.parent.oldest_in_flight() == 0);
+        using Tasks = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
+        CHECK(child.parent.in_flight_tasks() == Tasks{{0, 10}, {2, 12}});
+        // The oldest finishing moves the window past the frame already taken.
+        child.finish(0, 10);
+        CHECK(child.parent.poll()->task_id == 10);
+        CHECK(child.parent.oldest_in_flight() == 2);
+        CHECK(child.parent.in_flight() == 1);
+        child.finish(2, 12);
+        CHECK(child.parent.poll()->task_id == 12);
+        CHECK(child.parent.in_flight() == 0);
+        CHECK(child.parent.in_flight_tasks().empty());
+    }
+    SECTION("in any order: a frame still running keeps its slot, so the ring waits for it after a full turn") {
+        PlayedChild child(true);
+        child.submit(1000);
+        for (std::uint64_t d = 1; d < MAILBOX_FRAMES; ++d) {
+            REQUIRE(child.parent.can_submit());
+            REQUIRE(child.submit(1000 + d) == d);
+            child.finish(d, 1000 + d);
+            REQUIRE(child.parent.poll()->task_id == 1000 + d);
+        }
+        CHECK(child.parent.in_flight() == 1);
+        CHECK_FALSE(child.parent.can_submit());
+        child.finish(0, 1000);
+        CHECK(child.parent.poll()->task_id == 1000);
+        CHECK(child.parent.can_submit());
+        CHECK(child.submit(2000) == MAILBOX_FRAMES);
+        child.finish(MAILBOX_FRAMES, 2000);
+        CHECK(child.parent.poll()->task_id == 2000);
+    }
+    SECTION("in any order: a result whose trailer does not match poisons the mailbox") {
+        PlayedChild child(true);
+        child.submit(10);
+        child.submit(11);
+        child.finish(1, 99);
+        CHECK_THROWS_AS(child.parent.poll(), ipc::MailboxPoisoned);
+    }
+}

@@ -43,7 +43,8 @@ TEST_CASE("an L4 runs tasks on a remote node's chip and sub and shows the node's
     CHECK(has_log_line(hb, {"L4 rack attached from", "session 1"}));
 }
 
-TEST_CASE("a task sent to a remote host while its only task runs long is read and runs meanwhile", "[remote]") {
+TEST_CASE("a task sent to a remote host while its only task runs long is read, runs and is answered meanwhile",
+          "[remote]") {
     const std::uint16_t port = free_tcp_port();
     Daemon hb(l3_config("hb", loopback(port), "insecure"));
     Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure")}));
@@ -61,6 +62,19 @@ TEST_CASE("a task sent to a remote host while its only task runs long is read an
     }
     CHECK(chip_done() == 1);
     CHECK(worker_at(hb.cli_json({"status"}), "/sub0").at("tasks_done") == 0);
+    // Its result reaches the L4's clients at once, not behind the long task's frame.
+    CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "hb/chip0", "--scalar", "int64:0", "--wait"}).at("state") ==
+          "completed");
+    RawClient c(rack.socket());
+    std::string slow_state;
+    const json listing = c.request({{"op", "tasks"}});
+    INFO(slow.dump() << " " << listing.dump());
+    for (const auto& t : listing.at("tasks")) {
+        if (t.at("id") == slow.at("id")) {
+            slow_state = t.at("state");
+        }
+    }
+    CHECK(slow_state == "running");
 }
 
 TEST_CASE("a task for a remote node is refused by name: unknown worker, the node itself, a buffer of another host, "

@@ -134,3 +134,34 @@ TEST_CASE("32 clients submitting 500 tasks each see every task complete exactly 
         CHECK(t.at("state") == "completed");
     }
 }
+
+TEST_CASE("a nested node answers a quick task on one of its workers while an earlier task runs long on another",
+          "[service]") {
+    const json config = {{"node",
+                          {{"name", "rack"},
+                           {"level", 4},
+                           {"subs", 1},
+                           {"nodes",
+                            {{{"name", "n0"},
+                              {"level", 3},
+                              {"chips", json::array({{{"device", 0}, {"backend", "sim"}}})},
+                              {"subs", 1}}}}}},
+                         {"supervision", {{"drain_timeout_ms", 1000}}}};
+    Daemon d(config);
+    RawClient c(d.socket());
+    const json slow = c.request(
+        {{"op", "submit"}, {"task", {{"kernel", "sleep_ms"}, {"on", "n0/sub0"}, {"args", {int64_arg(20000)}}}}});
+    REQUIRE(slow.value("ok", false));
+    // The node's mailbox hands each result back as it comes, not behind the frame before it.
+    const json quick = d.cli_json({"submit", "sleep_ms", "--on", "n0/chip0", "--scalar", "int64:0", "--wait"});
+    CHECK(quick.at("state") == "completed");
+    std::string slow_state;
+    const json listing = c.request({{"op", "tasks"}});
+    INFO(slow.dump() << " " << listing.dump());
+    for (const auto& t : listing.at("tasks")) {
+        if (t.at("id") == slow.at("task").at("id")) {
+            slow_state = t.at("state");
+        }
+    }
+    CHECK(slow_state == "running");
+}
