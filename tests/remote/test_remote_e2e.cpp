@@ -303,6 +303,13 @@ TEST_CASE("a remote host shut down while a chip of it creates a buffer for its L
     // down makes gRPC abort the process).
     const json slow = rack.cli_json({"submit", "sleep_ms", "--on", "hb/chip0", "--scalar", "int64:8000"});
     REQUIRE(eventually_started(rack, slow.at("id").get<std::uint64_t>()));
+    // Started at the L4 means handed to the link; the Buffer call must not overtake the task on its way to hb.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (worker_at(hb.cli_json({"status"}), "/chip0").at("in_flight") == 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    REQUIRE(worker_at(hb.cli_json({"status"}), "/chip0").at("in_flight") == 1);
     Output created;
     std::thread create([&] {
         created = rack.cli({"buffer", "create", "--bytes", "4096", "--on", "hb/chip0", "--backend", "vmm", "--json"});
