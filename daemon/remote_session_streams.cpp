@@ -20,6 +20,7 @@ SessionStreams::~SessionStreams() {
     events_context_.TryCancel();
     {
         std::lock_guard lock(mu_);
+        closing_ = true; // a reply read now restarts the Read instead of deferring it
         if (tasks_) {
             tasks_context_.TryCancel();
             if (read_deferred_) {
@@ -46,10 +47,15 @@ void SessionStreams::send(pb::TaskCall call) {
     std::lock_guard lock(mu_);
     queued_.push_back(std::move(call));
     ++unanswered_;
-    if (!writing_ && tasks_ready_ && !tasks_ended_) {
-        write_next_locked();
+    if (writing_ || !tasks_ready_ || tasks_ended_) {
+        return; // goes out with the next write; a deferred Read starts after that write (CALLS_WRITTEN)
     }
+    write_next_locked();
     // After the write: the Read's flow-control update then follows the call instead of going ahead of it.
+    resume_read_locked();
+}
+
+void SessionStreams::resume_read_locked() {
     if (read_deferred_) {
         read_deferred_ = false;
         tasks_->Read(&replies_, tag(Op::REPLIES_READ));
@@ -123,7 +129,7 @@ bool SessionStreams::handle(Op op, bool ok) {
                 // event stream notices a lost node meanwhile.
                 std::lock_guard lock(mu_);
                 unanswered_ -= std::min(unanswered_, static_cast<std::size_t>(replies.replies_size()));
-                if (unanswered_ == 0) {
+                if (unanswered_ == 0 && !closing_) {
                     read_deferred_ = true;
                 } else {
                     tasks_->Read(&replies_, tag(Op::REPLIES_READ));
@@ -144,6 +150,9 @@ bool SessionStreams::handle(Op op, bool ok) {
             write_next_locked();
         }
         // A failed write means the stream is broken: its read fails too, and Finish says why.
+        if (!ok || unanswered_ > 0) {
+            resume_read_locked();
+        }
         return true;
     }
     case Op::TASKS_FINISHED:

@@ -89,6 +89,8 @@ private:
     bool closed();
     // Moves the oldest queued calls into the next message and writes it. REQUIRES mu_.
     void write_next_locked();
+    // Starts the Read of replies if it was deferred. REQUIRES mu_.
+    void resume_read_locked();
 
     Stub& stub_;
     std::function<void(const remote::v1::NodeEvent&)> on_event_;
@@ -111,6 +113,7 @@ private:
     bool tasks_ended_ = false;                // the Tasks stream's read failed: no more writes
     std::size_t unanswered_ = 0;              // calls sent (or queued) whose replies have not been read
     bool read_deferred_ = false;              // no Read of replies is started: nothing is unanswered
+    bool closing_ = false;                    // the destructor cancelled the streams: nothing is deferred
     std::deque<remote::v1::TaskCall> queued_; // not yet in a message
     remote::v1::TaskCalls calls_;             // being written while writing_
     // The graces after a failed read; the streams' thread alone sets, cancels and reads these.

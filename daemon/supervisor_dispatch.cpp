@@ -572,9 +572,11 @@ bool Supervisor::harvest_locked(ChildSlot& slot, Incarnation& inc,
             fail_ordered_pending_locked(slot, results);
         }
         if (took) {
-            // Frames were freed and the oldest task changed: its deadline counts from now. A poll that took
-            // nothing keeps the deadline.
-            slot.deadline = Clock::time_point::max();
+            // Frames were freed. When the oldest task was among them, the next one's deadline counts from now; a
+            // later task taken before it (a node's results come in any order) leaves the oldest one's deadline.
+            if (slot.in_flight.find(slot.oldest_dispatch) == slot.in_flight.end()) {
+                slot.deadline = Clock::time_point::max();
+            }
             fill_locked(slot);
         }
         return true;
