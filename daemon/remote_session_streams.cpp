@@ -23,11 +23,7 @@ SessionStreams::~SessionStreams() {
         closing_ = true; // a reply read now restarts the Read instead of deferring it
         if (tasks_) {
             tasks_context_.TryCancel();
-            if (read_deferred_) {
-                // The Tasks stream ends through a failed Read and its Finish: start the Read the stream deferred.
-                read_deferred_ = false;
-                tasks_->Read(&replies_, tag(Op::REPLIES_READ));
-            }
+            resume_read_locked(); // the Tasks stream ends through a failed Read and its Finish
         }
     }
     thread_.join();

@@ -119,12 +119,12 @@ private:
     std::uint64_t next_dispatch_ = 0;
     std::uint64_t next_complete_ = 0;
     FrameTrailer sent_[MAILBOX_FRAMES]{}; // what was dispatched per slot, kept in private memory
+    AdaptiveSpin activity_spin_;          // wait_activity's
+    bool wake_waiter_on_submit_ = true;
+    bool any_order_ = false;
     // In any order: frames after next_complete_ already collected, by slot, and how many.
     bool collected_[MAILBOX_FRAMES]{};
     std::size_t collected_ahead_ = 0;
-    bool any_order_ = false;
-    AdaptiveSpin activity_spin_;          // wait_activity's
-    bool wake_waiter_on_submit_ = true;
 };
 
 } // namespace canopy::ipc

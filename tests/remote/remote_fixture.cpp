@@ -96,19 +96,35 @@ std::string eventually_last_exit(const Daemon& d, const std::string& path, const
     return last;
 }
 
-bool eventually_started(const Daemon& d, std::uint64_t id, std::chrono::milliseconds limit) {
+std::string task_state(const Daemon& d, std::uint64_t id) {
     RawClient c(d.socket());
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < deadline) {
-        const json listing = c.request({{"op", "tasks"}});
-        for (const auto& t : listing.at("tasks")) {
-            if (t.at("id") == id && t.at("state") != "queued") {
-                return true;
-            }
+    const json listing = c.request({{"op", "tasks"}});
+    for (const auto& t : listing.at("tasks")) {
+        if (t.at("id") == id) {
+            return t.at("state").get<std::string>();
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    return false;
+    return "";
+}
+
+bool eventually_started(const Daemon& d, std::uint64_t id, std::chrono::milliseconds limit) {
+    return eventually(
+        [&] {
+            const std::string state = task_state(d, id);
+            return !state.empty() && state != "queued";
+        },
+        limit);
+}
+
+bool eventually(const std::function<bool()>& holds, std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!holds()) {
+        if (std::chrono::steady_clock::now() >= deadline) {
+            return false;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
 }
 
 std::size_t count_log_lines(const Daemon& d, const std::vector<std::string>& parts) {

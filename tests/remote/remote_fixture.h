@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -48,9 +49,15 @@ bool eventually_running(const Daemon& d, const std::string& path,
 std::string eventually_last_exit(const Daemon& d, const std::string& path, const std::string& part,
                                  std::chrono::milliseconds limit = std::chrono::milliseconds(10000));
 
+// The state of task `id` in the daemon's `tasks` listing ("queued", "running", ...); "" when it is not listed.
+std::string task_state(const Daemon& d, std::uint64_t id);
+
 // Polls `tasks` until the task with id `id` has left the queue; false after `limit`.
 bool eventually_started(const Daemon& d, std::uint64_t id,
                         std::chrono::milliseconds limit = std::chrono::milliseconds(10000));
+
+// Calls `holds` every 10 ms until it returns true; false after `limit`.
+bool eventually(const std::function<bool()>& holds, std::chrono::milliseconds limit = std::chrono::milliseconds(10000));
 
 // Whether one line of the daemon's log holds every one of `parts`.
 bool has_log_line(const Daemon& d, const std::vector<std::string>& parts);

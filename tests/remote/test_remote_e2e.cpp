@@ -55,26 +55,15 @@ TEST_CASE("a task sent to a remote host while its only task runs long is read, r
     const json slow = rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:20000"});
     REQUIRE(eventually_started(rack, slow.at("id").get<std::uint64_t>()));
     rack.cli_json({"submit", "sleep_ms", "--on", "hb/chip0", "--scalar", "int64:0"});
-    const auto chip_done = [&] { return worker_at(hb.cli_json({"status"}), "/chip0").at("tasks_done"); };
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (chip_done() == 0 && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    CHECK(chip_done() == 1);
-    CHECK(worker_at(hb.cli_json({"status"}), "/sub0").at("tasks_done") == 0);
+    const auto hb_done = [&](const std::string& path) {
+        return worker_at(hb.cli_json({"status"}), path).at("tasks_done").get<std::uint64_t>();
+    };
+    CHECK(eventually([&] { return hb_done("/chip0") == 1; }));
+    CHECK(hb_done("/sub0") == 0);
     // Its result reaches the L4's clients at once, not behind the long task's frame.
     CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "hb/chip0", "--scalar", "int64:0", "--wait"}).at("state") ==
           "completed");
-    RawClient c(rack.socket());
-    std::string slow_state;
-    const json listing = c.request({{"op", "tasks"}});
-    INFO(slow.dump() << " " << listing.dump());
-    for (const auto& t : listing.at("tasks")) {
-        if (t.at("id") == slow.at("id")) {
-            slow_state = t.at("state");
-        }
-    }
-    CHECK(slow_state == "running");
+    CHECK(task_state(rack, slow.at("id").get<std::uint64_t>()) == "running");
 }
 
 TEST_CASE("a task for a remote node is refused by name: unknown worker, the node itself, a buffer of another host, "
@@ -304,12 +293,7 @@ TEST_CASE("a remote host shut down while a chip of it creates a buffer for its L
     const json slow = rack.cli_json({"submit", "sleep_ms", "--on", "hb/chip0", "--scalar", "int64:8000"});
     REQUIRE(eventually_started(rack, slow.at("id").get<std::uint64_t>()));
     // Started at the L4 means handed to the link; the Buffer call must not overtake the task on its way to hb.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (worker_at(hb.cli_json({"status"}), "/chip0").at("in_flight") == 0 &&
-           std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    REQUIRE(worker_at(hb.cli_json({"status"}), "/chip0").at("in_flight") == 1);
+    REQUIRE(eventually([&] { return worker_at(hb.cli_json({"status"}), "/chip0").at("in_flight") == 1; }));
     Output created;
     std::thread create([&] {
         created = rack.cli({"buffer", "create", "--bytes", "4096", "--on", "hb/chip0", "--backend", "vmm", "--json"});

@@ -21,6 +21,11 @@ constexpr std::uint16_t PORT = 7471;
 // The testing section that lets plain TCP cross between namespaces.
 const json INSECURE_PEERS = {{"testing", {{"fault_kernels", true}, {"insecure_peers", true}}}};
 
+// The config of remote host `host`: a level-3 node serving its L4 on PORT of every address of its namespace.
+json host_config(const std::string& host) {
+    return l3_config(host, "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS);
+}
+
 std::string at(const TestNetwork& net, const std::string& host) {
     return net.address(host) + ":" + std::to_string(PORT);
 }
@@ -38,8 +43,8 @@ std::set<std::string> shm_names(pid_t pid) {
 // namespaces of their own.
 struct ThreeHosts {
     TestNetwork net{{"rack", "hb", "hc"}};
-    Daemon hb{l3_config("hb", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hb")};
-    Daemon hc{l3_config("hc", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hc")};
+    Daemon hb{host_config("hb"), {}, net.enter("hb")};
+    Daemon hc{host_config("hc"), {}, net.enter("hc")};
     Daemon rack{l4_config({remote_node("hb", at(net, "hb"), "insecure"), remote_node("hc", at(net, "hc"), "insecure")},
                           INSECURE_PEERS),
                 {},
@@ -84,8 +89,8 @@ TEST_CASE("a partition loses the host within lost_after, the other host and the 
         CANOPY_SKIP(why);
     }
     TestNetwork net({"rack", "hb", "hc"});
-    Daemon hb(l3_config("hb", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hb"));
-    Daemon hc(l3_config("hc", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hc"));
+    Daemon hb(host_config("hb"), {}, net.enter("hb"));
+    Daemon hc(host_config("hc"), {}, net.enter("hc"));
     // Under the sanitizers a live host's heartbeat can come more than 600 ms late (see DEFAULT_LOST_AFTER_MS).
     const std::int64_t lost_after_ms = canopy::testing::SANITIZED ? 2000 : 600;
     Daemon rack(l4_config({remote_node("hb", at(net, "hb"), "insecure", lost_after_ms),
@@ -127,7 +132,7 @@ TEST_CASE("a delay on the link below lost_after slows tasks and loses nothing", 
         CANOPY_SKIP(why);
     }
     TestNetwork net({"rack", "hb"});
-    Daemon hb(l3_config("hb", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hb"));
+    Daemon hb(host_config("hb"), {}, net.enter("hb"));
     // 100 ms each way: netem on both ends of the link, or where the kernel has no netem a relay in the L4's
     // namespace that holds every byte back as long.
     std::unique_ptr<DelayRelay> relay;
@@ -161,8 +166,7 @@ TEST_CASE("SIGKILL of a remote canopyd between namespaces fails its task and the
         CANOPY_SKIP(why);
     }
     TestNetwork net({"rack", "hb"});
-    auto hb = std::make_unique<Daemon>(l3_config("hb", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS),
-                                       std::map<std::string, std::string>{}, net.enter("hb"));
+    auto hb = std::make_unique<Daemon>(host_config("hb"), std::map<std::string, std::string>{}, net.enter("hb"));
     Daemon rack(l4_config({remote_node("hb", at(net, "hb"), "insecure")}, INSECURE_PEERS), {}, net.enter("rack"));
     REQUIRE(eventually_running(rack, "/hb/sub0"));
     const auto first_pid = worker_at(rack.cli_json({"status"}), "/hb/sub0").at("pid");
@@ -174,8 +178,7 @@ TEST_CASE("SIGKILL of a remote canopyd between namespaces fails its task and the
     CHECK_THAT(failed.at("error").at("message").get<std::string>(),
                Catch::Contains("host hb at " + at(net, "hb") + " lost"));
     hb.reset();
-    Daemon hb_again(l3_config("hb", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {},
-                    net.enter("hb"));
+    Daemon hb_again(host_config("hb"), {}, net.enter("hb"));
     REQUIRE(eventually_running(rack, "/hb/sub0"));
     CHECK(worker_at(rack.cli_json({"status"}), "/hb/sub0").at("pid") != first_pid);
     CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
@@ -189,8 +192,8 @@ TEST_CASE("a copy between two remote hosts whose staging buffer finds no room on
         CANOPY_SKIP(why);
     }
     TestNetwork net{{"rack", "hb", "hc"}};
-    Daemon hb{l3_config("hb", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hb")};
-    Daemon hc{l3_config("hc", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hc")};
+    Daemon hb{host_config("hb"), {}, net.enter("hb")};
+    Daemon hc{host_config("hc"), {}, net.enter("hc")};
     // The L4's /dev/shm holds its mailboxes, not a staging buffer of 64 MiB.
     Daemon rack{l4_config({remote_node("hb", at(net, "hb"), "insecure"), remote_node("hc", at(net, "hc"), "insecure")},
                           INSECURE_PEERS),
@@ -223,8 +226,8 @@ TEST_CASE("a copy between two remote hosts gets one timeout for both its stages:
         CANOPY_SKIP(why);
     }
     TestNetwork net{{"rack", "hb", "hc"}};
-    Daemon hb{l3_config("hb", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hb")};
-    Daemon hc{l3_config("hc", "0.0.0.0:" + std::to_string(PORT), "insecure", INSECURE_PEERS), {}, net.enter("hc")};
+    Daemon hb{host_config("hb"), {}, net.enter("hb")};
+    Daemon hc{host_config("hc"), {}, net.enter("hc")};
     // 250 ms each way to both hosts, so that each stage (one Read or Write stream, one round trip) takes 500 ms
     // and a little: within the 750 ms timeout alone, past it together.
     constexpr int DELAY_MS = 250;
