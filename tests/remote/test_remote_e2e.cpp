@@ -264,6 +264,9 @@ TEST_CASE("a remote host that is shut down ends its L4's session naming why, and
     REQUIRE(eventually_running(rack, "/hb/sub0"));
     const json slow = rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:30000"});
     REQUIRE(eventually_started(rack, slow.at("id").get<std::uint64_t>()));
+    // Started at the L4 means handed to the link: the task must be on hb's sub before hb stops, or hb refuses its
+    // call as one that came after the stop (the task stream ends ABORTED) instead of ending the session first.
+    REQUIRE(eventually([&] { return worker_at(hb.cli_json({"status"}), "/sub0").at("in_flight") == 1; }));
     // hb's server ends the session at once, then cancels the task stream it still serves, then its supervisor
     // stops the sub that runs the task: the daemon exits 0 on its own, well before stop() would kill it.
     const auto asked = std::chrono::steady_clock::now();
