@@ -27,6 +27,8 @@
 
 namespace canopy::daemon {
 
+class RemoteTasks;
+
 enum class WorkerState { STARTING, RUNNING, RESTARTING, DEAD, STOPPED };
 
 struct WorkerStatus {
@@ -59,7 +61,12 @@ struct PendingTask {
     std::vector<std::uint64_t> after{}; // TaskRequest::after
     bool keep_failure = false;          // TaskRequest::keep_failure
     std::uint64_t group = 0;            // TaskRequest::group
+    bool remote_call = false;           // a task of a remote node's worker: it goes out on the L4's Tasks stream
 };
+
+// The first call id of the L4's own Tasks stream (RemoteTasks): a task sent on it is in flight under its call id,
+// beside the frames of the link's mailbox, whose dispatch ids stay far below.
+inline constexpr std::uint64_t FIRST_REMOTE_CALL = std::uint64_t{1} << 63;
 
 // One incarnation of a child process.
 struct Incarnation {
@@ -81,6 +88,11 @@ struct Incarnation {
     // up for every task sent to it), and when it arrived; guarded by the slot's mu.
     std::optional<std::vector<WorkerStatus>> reported;
     std::chrono::steady_clock::time_point status_at;
+    // Remote nodes: the L4's own Tasks stream on the session the link attached, opened at the link's READY, and
+    // the id of its last call. Guarded by the slot's mu, but never destroyed under it: its end waits for its
+    // thread, which takes that lock.
+    std::shared_ptr<RemoteTasks> tasks;
+    std::uint64_t last_call = FIRST_REMOTE_CALL;
 };
 
 struct ChildSlot {

@@ -33,7 +33,6 @@
 #include <sys/socket.h>
 #include <thread>
 #include <unistd.h>
-#include <unordered_map>
 
 namespace canopy::daemon {
 namespace pb = canopy::remote::v1;
@@ -42,40 +41,6 @@ namespace {
 // How long a node may take to load a module into all its chips: each chip's driver JIT-compiles PTX, which for
 // a large module takes seconds.
 constexpr std::chrono::minutes MODULE_TIMEOUT{5};
-
-std::string grpc_code_name(grpc::StatusCode code) {
-    switch (code) {
-    case grpc::StatusCode::CANCELLED:
-        return "CANCELLED";
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-        return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::UNAUTHENTICATED:
-        return "UNAUTHENTICATED";
-    case grpc::StatusCode::UNAVAILABLE:
-        return "UNAVAILABLE";
-    case grpc::StatusCode::ABORTED:
-        return "ABORTED";
-    case grpc::StatusCode::FAILED_PRECONDITION:
-        return "FAILED_PRECONDITION";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-        return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::DATA_LOSS:
-        return "DATA_LOSS";
-    case grpc::StatusCode::OK:
-        return "OK";
-    case grpc::StatusCode::UNKNOWN:
-        return "UNKNOWN";
-    case grpc::StatusCode::INTERNAL:
-        return "INTERNAL";
-    default:
-        return "gRPC status " + std::to_string(static_cast<int>(code));
-    }
-}
-
-std::string describe(const grpc::Status& status) {
-    return grpc_code_name(status.error_code()) +
-           (status.error_message().empty() ? std::string() : ": " + status.error_message());
-}
 
 // A Module call of the link's, alive until its answer came.
 struct ModuleCallState {
@@ -89,8 +54,7 @@ public:
     RemoteLink(std::string l4_name, std::string path, const config::RemoteConfig& remote, ipc::UniqueFd mailbox,
                ipc::UniqueFd control, std::uint32_t generation)
         : l4_name_(std::move(l4_name)), path_(std::move(path)), remote_(remote), control_(std::move(control)),
-          mailbox_(mailbox.get(), generation),
-          host_("host " + path_.substr(path_.rfind('/') + 1) + " at " + config::to_string(remote.address)) {}
+          mailbox_(mailbox.get(), generation), host_(remote_host_name(path_, remote)) {}
 
     ~RemoteLink() override {
         stopping_ = true;
@@ -154,11 +118,10 @@ public:
         watchdog_ = std::thread([this] { watch(); });
         streams_ = std::make_unique<SessionStreams>(
             *stub_, request, [this](const pb::NodeEvent& event) { on_event(event); },
-            [this](const pb::TaskReply& reply) { on_reply(reply); },
             [this](const std::string& which, const grpc::Status& status) {
                 if (!stopping_) {
-                    lost(session_ == 0 ? "no session could be opened (" + describe(status) + ")"
-                                       : "its " + which + " ended (" + describe(status) + ")");
+                    lost(session_ == 0 ? "no session could be opened (" + describe_status(status) + ")"
+                                       : "its " + which + " ended (" + describe_status(status) + ")");
                 }
             });
         {
@@ -168,16 +131,10 @@ public:
         if (stopping_) {
             return 0;
         }
-        streams_->open_tasks();
         control_reader_ = std::thread([this] { read_control(); });
-        worker::send_ready(control_.get());
+        // The L4 sends the session's tasks on a Tasks stream of its own (daemon/remote_tasks.h).
+        worker::send_ready(control_.get(), std::to_string(session_));
         return worker::serve_frames(mailbox_, *this);
-    }
-
-    // A remote task's next frame comes a network round trip after the last one, longer than a worker's spin lasts.
-    // Where CPUs are to spare the link spins through it, as the L4's completion thread does for the link's results.
-    std::uint32_t next_spin() const noexcept override {
-        return ipc::spare_cpus() ? ipc::MailboxChild::SPIN_SPARE : ipc::MailboxChild::SPIN;
     }
 
 protected:
@@ -236,7 +193,7 @@ protected:
         pb::BufferReply reply;
         const grpc::Status status = stub_->Buffer(&context, call, &reply);
         if (!status.ok()) {
-            throw kernels::KernelError(ErrorCode::WORKER_DIED, host_ + " did not answer: " + describe(status));
+            throw kernels::KernelError(ErrorCode::WORKER_DIED, host_ + " did not answer: " + describe_status(status));
         }
         if (reply.code() > ERROR_CODE_MAX) {
             throw kernels::KernelError(ErrorCode::KERNEL_FAILED,
@@ -299,7 +256,7 @@ protected:
     static worker::TaskOutcome module_outcome(const grpc::Status& status, const pb::ModuleReply& reply, bool unload,
                                               const std::string& host, const std::string& path) {
         if (!status.ok()) {
-            return {ErrorCode::WORKER_DIED, host + " did not answer the module call: " + describe(status)};
+            return {ErrorCode::WORKER_DIED, host + " did not answer the module call: " + describe_status(status)};
         }
         if (reply.code() > ERROR_CODE_MAX) {
             return {ErrorCode::KERNEL_FAILED,
@@ -325,26 +282,16 @@ protected:
 
     void bind() override {} // the node's own workers map what the task names, on its host
 
-    void execute(std::string_view kernel, const LaunchConfig& launch) override {
+    // The link runs copies across hosts alone: the session's tasks go out on the L4's own Tasks stream
+    // (daemon/remote_tasks.h).
+    void execute(std::string_view kernel, const LaunchConfig& /*launch*/) override {
         if (kernel == "copy" && crosses_hosts()) {
             queue_transfer();
             return;
         }
-        pb::TaskCall call;
-        const std::uint64_t call_id = ++last_call_;
-        call.set_session(session_);
-        call.set_call_id(call_id);
-        call.set_kernel(std::string(kernel));
-        call.set_worker(std::string(frame().target));
-        call.set_args(reinterpret_cast<const char*>(frame().blob.data()), frame().blob.size());
-        call.set_launch(reinterpret_cast<const char*>(&launch), sizeof launch);
-        call.set_timeout_ms(frame().timeout_ms);
-        call.set_task_id(frame().task_id);
-        {
-            std::lock_guard lock(calls_mu_);
-            calls_.emplace(call_id, defer());
-        }
-        streams_->send(std::move(call));
+        throw kernels::KernelError(ErrorCode::BAD_REQUEST, "the link of remote node " + path_ + " was sent task '" +
+                                                               std::string(kernel) +
+                                                               "', which goes out on its L4's task stream");
     }
 
 private:
@@ -476,7 +423,7 @@ private:
                 return {ErrorCode::TIMEOUT, "copy across hosts: " + std::to_string(t.bytes) + " bytes to or from " +
                                                 host_ + " took longer than " + std::to_string(t.timeout_ms) + " ms"};
             }
-            return {ErrorCode::WORKER_DIED, host_ + " did not complete the copy: " + describe(status)};
+            return {ErrorCode::WORKER_DIED, host_ + " did not complete the copy: " + describe_status(status)};
         };
         const auto node_code = [&](std::uint32_t code,
                                    const std::string& message) -> std::pair<ErrorCode, std::string> {
@@ -555,27 +502,6 @@ private:
         }
         return reply.code() == 0 ? std::pair<ErrorCode, std::string>{ErrorCode::OK, {}}
                                  : node_code(reply.code(), reply.message());
-    }
-
-    // A task's reply: its frame is published with the node's result.
-    void on_reply(const pb::TaskReply& reply) {
-        std::optional<worker::FrameDone> done;
-        {
-            std::lock_guard lock(calls_mu_);
-            const auto it = calls_.find(reply.call_id());
-            if (it == calls_.end()) {
-                return; // not a call of this link: ignored
-            }
-            done.emplace(it->second);
-            calls_.erase(it);
-        }
-        const std::uint32_t code = reply.code();
-        if (code > ERROR_CODE_MAX) {
-            (*done)(ErrorCode::KERNEL_FAILED, host_ + " answered with unknown error code " + std::to_string(code), 0,
-                    0);
-            return;
-        }
-        (*done)(static_cast<ErrorCode>(code), reply.message(), reply.start_ns(), reply.end_ns());
     }
 
     // The host is gone for this incarnation: say why, and end the process (the supervisor fails what was in
@@ -698,9 +624,6 @@ private:
     std::thread watchdog_;
     std::thread control_reader_;
     std::unique_ptr<SessionStreams> streams_;
-    std::uint64_t last_call_ = 0; // the frame loop's thread alone
-    std::mutex calls_mu_;
-    std::unordered_map<std::uint64_t, worker::FrameDone> calls_; // sent, not yet answered
     std::array<std::uint8_t, 16> node_owner_{}; // the node's buffer owner nonce (Hello); fixed after READY
     std::mutex modules_mu_;
     std::condition_variable modules_cv_;
@@ -714,6 +637,10 @@ private:
 };
 
 } // namespace
+
+std::string remote_host_name(const std::string& path, const config::RemoteConfig& remote) {
+    return "host " + path.substr(path.rfind('/') + 1) + " at " + config::to_string(remote.address);
+}
 
 int run_remote_link(const std::string& l4_name, const std::string& path, const config::RemoteConfig& remote,
                     std::uint32_t generation, ipc::UniqueFd mailbox, ipc::UniqueFd control) {

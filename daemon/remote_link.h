@@ -1,8 +1,10 @@
 #pragma once
-// The L4's side of a remote node: the child process that stands for node `path` of another host. It serves the
-// mailbox its supervisor gives it like any child (worker::serve_frames), and forwards each task over gRPC to
-// the canopyd that serves the node there (daemon/remote_server.h), publishing the result that comes back. It
-// pushes the node's worker tree up as its status, its paths under `path` ("/hb/chip0").
+// The L4's side of a remote node: the child process that stands for node `path` of another host. It attaches a
+// session with the canopyd that serves the node there (daemon/remote_server.h), watches its health, and pushes
+// the node's worker tree up as its status, its paths under `path` ("/hb/chip0"). Its READY names the session, on
+// which the supervisor sends the node's tasks from its own process (daemon/remote_tasks.h). The link serves the
+// mailbox its supervisor gives it like any child (worker::serve_frames) for the rest: buffers, modules and copies
+// across hosts.
 //
 // The link is the process: it connects and attaches before READY, and when the host is lost (it refuses the
 // session, stops sending heartbeats for lost_after, or a call fails) the process reports LOST with the reason
@@ -29,6 +31,9 @@ namespace canopy::daemon {
 
 inline constexpr std::string_view REMOTE_BUFFER_CREATE = "@remote_buffer_create";
 inline constexpr std::string_view REMOTE_BUFFER_RELEASE = "@remote_buffer_release";
+
+// How messages name the host of remote node `path`: "host hb at 10.0.0.2:7471".
+std::string remote_host_name(const std::string& path, const config::RemoteConfig& remote);
 
 // The exit status of a link whose host was lost.
 inline constexpr int LINK_LOST_EXIT_CODE = 75;

@@ -6,18 +6,63 @@
 namespace canopy::daemon {
 namespace pb = canopy::remote::v1;
 
+namespace {
+
+std::string grpc_code_name(grpc::StatusCode code) {
+    switch (code) {
+    case grpc::StatusCode::CANCELLED:
+        return "CANCELLED";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+        return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::UNAUTHENTICATED:
+        return "UNAUTHENTICATED";
+    case grpc::StatusCode::UNAVAILABLE:
+        return "UNAVAILABLE";
+    case grpc::StatusCode::ABORTED:
+        return "ABORTED";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+        return "FAILED_PRECONDITION";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+        return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::DATA_LOSS:
+        return "DATA_LOSS";
+    case grpc::StatusCode::OK:
+        return "OK";
+    case grpc::StatusCode::UNKNOWN:
+        return "UNKNOWN";
+    case grpc::StatusCode::INTERNAL:
+        return "INTERNAL";
+    default:
+        return "gRPC status " + std::to_string(static_cast<int>(code));
+    }
+}
+
+} // namespace
+
+std::string describe_status(const grpc::Status& status) {
+    return grpc_code_name(status.error_code()) +
+           (status.error_message().empty() ? std::string() : ": " + status.error_message());
+}
+
 SessionStreams::SessionStreams(Stub& stub, const pb::AttachRequest& request,
-                               std::function<void(const pb::NodeEvent&)> on_event,
-                               std::function<void(const pb::TaskReply&)> on_reply,
-                               std::function<void(const std::string& which, const grpc::Status&)> on_end)
-    : stub_(stub), on_event_(std::move(on_event)), on_reply_(std::move(on_reply)), on_end_(std::move(on_end)) {
+                               std::function<void(const pb::NodeEvent&)> on_event, OnEnd on_end)
+    : stub_(stub), on_event_(std::move(on_event)), on_end_(std::move(on_end)) {
     events_ = stub_.PrepareAsyncAttach(&events_context_, request, &cq_);
     events_->StartCall(tag(Op::EVENTS_STARTED));
     thread_ = std::thread([this] { run(); });
 }
 
+SessionStreams::SessionStreams(Stub& stub, OnReplies on_replies, OnEnd on_end)
+    : stub_(stub), on_replies_(std::move(on_replies)), on_end_(std::move(on_end)) {
+    tasks_ = stub_.PrepareAsyncTasks(&tasks_context_, &cq_);
+    tasks_->StartCall(tag(Op::TASKS_STARTED));
+    thread_ = std::thread([this] { run(); });
+}
+
 SessionStreams::~SessionStreams() {
-    events_context_.TryCancel();
+    if (events_) {
+        events_context_.TryCancel();
+    }
     {
         std::lock_guard lock(mu_);
         closing_ = true; // a reply read now restarts the Read instead of deferring it
@@ -27,16 +72,6 @@ SessionStreams::~SessionStreams() {
         }
     }
     thread_.join();
-}
-
-void SessionStreams::open_tasks() {
-    std::lock_guard lock(mu_);
-    if (open_ == 0) {
-        return; // the session's stream has finished and the queue shut down: a call started on it would abort
-    }
-    tasks_ = stub_.PrepareAsyncTasks(&tasks_context_, &cq_);
-    tasks_->StartCall(tag(Op::TASKS_STARTED));
-    ++open_;
 }
 
 void SessionStreams::send(pb::TaskCall call) {
@@ -88,7 +123,7 @@ bool SessionStreams::handle(Op op, bool ok) {
         events_finished_ = true;
         events_grace_.Cancel();
         on_end_("session", end_status(events_status_, events_unreadable_, "an event"));
-        return closed();
+        return false;
     case Op::EVENTS_GRACE_OVER:
         if (ok && !events_finished_) {
             events_unreadable_ = true;
@@ -122,7 +157,7 @@ bool SessionStreams::handle(Op op, bool ok) {
                 // call (send): gRPC returns the flow-control credit of the replies read when the next Read
                 // starts, in a WINDOW_UPDATE of its own, which started now would cross the link alone and wake
                 // the node for nothing; started with the next call it goes in that call's segment. The session's
-                // event stream notices a lost node meanwhile.
+                // Attach stream, which the link reads, notices a lost node meanwhile.
                 std::lock_guard lock(mu_);
                 unanswered_ -= std::min(unanswered_, static_cast<std::size_t>(replies.replies_size()));
                 if (unanswered_ == 0 && !closing_) {
@@ -131,9 +166,7 @@ bool SessionStreams::handle(Op op, bool ok) {
                     tasks_->Read(&replies_, tag(Op::REPLIES_READ));
                 }
             }
-            for (const pb::TaskReply& reply : replies.replies()) {
-                on_reply_(reply);
-            }
+            on_replies_(replies);
         } else {
             finish_tasks();
             after_failed_read(tasks_grace_, Op::TASKS_GRACE_OVER);
@@ -155,7 +188,7 @@ bool SessionStreams::handle(Op op, bool ok) {
         tasks_finished_ = true;
         tasks_grace_.Cancel();
         on_end_("task stream", end_status(tasks_status_, tasks_unreadable_, "a reply"));
-        return closed();
+        return false;
     }
     return true;
 }
@@ -180,11 +213,6 @@ void SessionStreams::finish_tasks() {
         tasks_ended_ = true;
     }
     tasks_->Finish(&tasks_status_, tag(Op::TASKS_FINISHED));
-}
-
-bool SessionStreams::closed() {
-    std::lock_guard lock(mu_);
-    return --open_ > 0;
 }
 
 void SessionStreams::write_next_locked() {

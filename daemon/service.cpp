@@ -1,6 +1,7 @@
 #include "daemon/service.h"
 
 #include "daemon/notify.h"
+#include "daemon/remote_credentials.h"
 #include "ipc/futex.h"
 
 #include <algorithm>
@@ -110,6 +111,11 @@ int Service::run() {
     started_ = std::chrono::steady_clock::now();
     if (config_.serve) {
         RemoteServer::preflight(*config_.serve); // before the tree starts: a node that cannot serve stops at once
+    }
+    if (std::any_of(config_.node.nodes.begin(), config_.node.nodes.end(),
+                    [](const config::NodeConfig& node) { return node.remote.has_value(); })) {
+        // The supervisor sends remote nodes' tasks on gRPC streams of this process (daemon/remote_tasks.h).
+        route_grpc_log(log_);
     }
     log_->info("zygote {} forked; starting {} children of {} (level {})", supervisor_.zygote_pid(),
                supervisor_.options().children.size(), config_.node.name, config_.node.level);

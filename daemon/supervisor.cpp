@@ -361,6 +361,7 @@ void Supervisor::on_exited(pid_t pid, int status) {
 
 void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why, EndCause cause, std::uint32_t generation) {
     std::unique_ptr<Incarnation> inc;
+    std::shared_ptr<RemoteTasks> tasks; // a remote node's Tasks stream, closed outside the slot's lock
     Clock::duration uptime{};
     {
         std::unique_lock lock(slot.mu);
@@ -369,6 +370,7 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why, EndCau
             return;
         }
         inc = std::move(slot.live);
+        tasks = std::move(inc->tasks);
         // Until the restart policy decides below, the slot reads as restarting: never running without a child.
         uptime = slot.state == WorkerState::RUNNING ? clock_->now() - slot.running_since : Clock::duration{};
         if (slot.state == WorkerState::RUNNING || slot.state == WorkerState::STARTING) {
@@ -377,6 +379,8 @@ void Supervisor::end_incarnation(ChildSlot& slot, const std::string& why, EndCau
         const bool reported = slot.fatal || slot.lost;
         slot.last_exit = reported ? slot.last_exit + "; " + why : why;
     }
+    // Its replies now find the incarnation ended, and what it had in flight fails below with the mailbox's frames.
+    tasks.reset();
     inc->ended = true;
     inc->mailbox->wake_waiters();
     if (inc->control) {

@@ -49,6 +49,8 @@
 
 namespace canopy::daemon {
 
+struct RemoteReply;
+
 struct BufferRequest {
     std::uint64_t nbytes = 0;
     Backend backend = Backend::POSIX_SHM;
@@ -205,6 +207,17 @@ private:
     // reconnects. REQUIRES slot.mu.
     static std::string remote_down_locked(const ChildSlot& slot);
 
+    // remote nodes' tasks (supervisor_remote.cpp)
+    // The L4's own Tasks stream on the session the link of `inc` attached, which its READY names in `session`.
+    // Throws std::runtime_error saying why none can be opened.
+    std::shared_ptr<RemoteTasks> open_remote_tasks(ChildSlot& slot, Incarnation& inc, std::string_view session);
+    // Completes the tasks `replies` answer, if `inc` still lives.
+    void on_remote_replies(ChildSlot& slot, Incarnation& inc, std::vector<RemoteReply>& replies);
+    // The host of remote node `slot` is lost for the session of `inc` (`why`: "its task stream ended (...)"), as
+    // when its link reports LOST: the link is killed, and its exit fails what is in flight naming the host, and
+    // starts it again with back-off. REQUIRES slot.mu, with slot.live == &inc.
+    void lose_host_locked(ChildSlot& slot, Incarnation& inc, const std::string& why);
+
     // copies across hosts (supervisor_hosts.cpp)
     // The path of the remote node whose host holds `d`, or "" for this host.
     std::string host_of(const BufferDescriptor& d) const;
@@ -303,6 +316,10 @@ private:
     void completion_loop(ChildSlot& slot, Incarnation& inc);
     void notify_drain();
     bool harvest_locked(ChildSlot& slot, Incarnation& inc, std::vector<std::pair<TaskCallback, TaskResult>>& results);
+    // Takes the task in flight at `it` off `slot` with its `result`, counted, for `results`; false when it failed.
+    // REQUIRES slot.mu.
+    bool take_result_locked(ChildSlot& slot, std::unordered_map<std::uint64_t, PendingTask>::iterator it,
+                            TaskResult result, std::vector<std::pair<TaskCallback, TaskResult>>& results);
     void fill_locked(ChildSlot& slot);
     void arm_deadline_locked(ChildSlot& slot);
     void expire_deadlines();

@@ -58,12 +58,27 @@ void Supervisor::control_loop(ChildSlot& slot, Incarnation& inc) {
             bool up = false;
             pid_t pid = -1;
             std::uint32_t restarts = 0;
+            // A remote node's tasks go out on the L4's own stream, opened before the node runs; closed outside
+            // the slot's lock.
+            std::shared_ptr<RemoteTasks> tasks;
+            std::string no_tasks;
+            if (slot.spec.kind == ChildKind::REMOTE) {
+                try {
+                    tasks = open_remote_tasks(
+                        slot, inc, std::string_view(m.text, std::min<std::size_t>(m.text_len, sizeof m.text)));
+                } catch (const std::exception& e) {
+                    no_tasks = e.what();
+                }
+            }
             {
                 std::lock_guard lock(slot.mu);
                 if (inc.pid <= 0 && m.pid > 0) {
                     inc.pid = m.pid; // READY can overtake the zygote's SPAWNED event
                 }
-                if (slot.live.get() == &inc && slot.state == WorkerState::STARTING) {
+                if (slot.live.get() == &inc && slot.state == WorkerState::STARTING && !no_tasks.empty()) {
+                    lose_host_locked(slot, inc, no_tasks);
+                } else if (slot.live.get() == &inc && slot.state == WorkerState::STARTING) {
+                    inc.tasks = std::move(tasks);
                     slot.state = WorkerState::RUNNING;
                     slot.running_since = clock_->now();
                     queue_module_replays_locked(slot);

@@ -1,3 +1,4 @@
+#include "daemon/remote_tasks.h"
 #include "daemon/supervisor.h"
 #include "ipc/cpus.h"
 #include "ipc/futex.h"
@@ -413,7 +414,8 @@ ChildSlot* Supervisor::prepare(TaskRequest& request, TaskCallback& done, Pending
                            route.slot->spec.kind != ChildKind::NODE && route.slot->spec.kind != ChildKind::REMOTE,
                            std::move(request.after),
                            request.keep_failure,
-                           request.group};
+                           request.group,
+                           route.slot->spec.kind == ChildKind::REMOTE};
     } catch (const RequestError& e) {
         reject(task_id, request.keep_failure, e.code(), e.what(), done);
         return nullptr;
@@ -502,9 +504,26 @@ void Supervisor::fill_locked(ChildSlot& slot) {
     if (slot.state != WorkerState::RUNNING || !slot.live) {
         return;
     }
-    ipc::MailboxParent& mailbox = *slot.live->mailbox;
-    while (!slot.pending.empty() && mailbox.can_submit()) {
+    Incarnation& inc = *slot.live;
+    ipc::MailboxParent& mailbox = *inc.mailbox;
+    while (!slot.pending.empty()) {
         PendingTask& t = slot.pending.front();
+        if (t.remote_call) {
+            // A remote node holds as many tasks at a time as a mailbox does. A node runs only once its stream is
+            // open (the link's READY).
+            if (!inc.tasks || slot.in_flight.size() >= MAILBOX_FRAMES) {
+                break;
+            }
+            const std::uint64_t call = ++inc.last_call;
+            inc.tasks->send(RemoteCall{call, t.task_id, t.kernel, t.target, t.blob, t.launch,
+                                       static_cast<std::uint32_t>(t.timeout.count())});
+            slot.in_flight.emplace(call, std::move(t));
+            slot.pending.pop_front();
+            continue;
+        }
+        if (!mailbox.can_submit()) {
+            break;
+        }
         // A task ordered after more tasks than a frame names waits until enough of them have finished.
         const std::optional<std::vector<std::uint64_t>> after = frame_after_locked(slot, t);
         if (!after) {
@@ -559,14 +578,8 @@ bool Supervisor::harvest_locked(ChildSlot& slot, Incarnation& inc,
             if (it == slot.in_flight.end()) {
                 continue;
             }
-            count_result(slot, it->second, c->code);
-            if (c->code != ErrorCode::OK) {
-                note_failure(it->second, c->code);
-                failed = true;
-            }
-            results.emplace_back(std::move(it->second.done),
-                                 TaskResult{c->task_id, c->code, std::move(c->message), c->start_ns, c->end_ns});
-            slot.in_flight.erase(it);
+            failed |= !take_result_locked(
+                slot, it, TaskResult{c->task_id, c->code, std::move(c->message), c->start_ns, c->end_ns}, results);
         }
         if (failed) {
             fail_ordered_pending_locked(slot, results);
@@ -589,6 +602,18 @@ bool Supervisor::harvest_locked(ChildSlot& slot, Incarnation& inc,
         }
         return false;
     }
+}
+
+bool Supervisor::take_result_locked(ChildSlot& slot, std::unordered_map<std::uint64_t, PendingTask>::iterator it,
+                                    TaskResult result, std::vector<std::pair<TaskCallback, TaskResult>>& results) {
+    const ErrorCode code = result.code;
+    count_result(slot, it->second, code);
+    if (code != ErrorCode::OK) {
+        note_failure(it->second, code);
+    }
+    results.emplace_back(std::move(it->second.done), std::move(result));
+    slot.in_flight.erase(it);
+    return code == ErrorCode::OK;
 }
 
 // The one owner of the results of `inc`'s mailbox: nothing else polls it while the incarnation lives (after

@@ -1,7 +1,8 @@
 #pragma once
 // Control messages between a parent and one child over their SOCK_SEQPACKET pair; the mailbox carries
 // tasks, this socket carries everything that needs a file descriptor or happens outside a task.
-//   child -> parent  READY       the child finished its set-up and serves its mailbox
+//   child -> parent  READY       the child finished its set-up and serves its mailbox; a remote node's link
+//                                names its session in text, in decimal
 //   child -> parent  FD_REQUEST  the memfd / VMM fd of `descriptor`, by identity
 //   parent -> child  FD_REPLY    code OK with the fd attached (one per rank of a symmetric buffer, in
 //                                rank order, with the requester's rank), or an error code and text

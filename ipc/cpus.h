@@ -26,8 +26,8 @@ std::optional<SpinPolicy> parse_spin_policy(std::string_view text) noexcept;
 inline constexpr unsigned SPARE_CPUS_FROM = 4;
 
 // Whether this process's waits that expect work soon spin long (up to about a millisecond) before they block: the
-// supervisor's completion threads while a frame is in flight, a remote link's frame loop, and the threads that serve
-// the gRPC completion queues of remote nodes. CANOPY_SPIN=on or off decides; otherwise SPARE_CPUS_FROM usable CPUs
+// supervisor's completion threads while a frame is in flight, and the threads that serve the gRPC completion queues
+// of remote nodes. CANOPY_SPIN=on or off decides; otherwise SPARE_CPUS_FROM usable CPUs
 // or more.
 bool spare_cpus() noexcept;
 

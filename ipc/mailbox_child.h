@@ -27,9 +27,6 @@ public:
     // (tens of microseconds when a wake-up is involved); a spin that outlasts it keeps the worker's CPU out
     // of its idle state, and waking an idle CPU is what makes such a round trip slow on a virtual machine.
     static constexpr std::uint32_t SPIN = 5000;
-    // The same for a child whose next frame comes a network round trip after its last one, a remote link, on a
-    // machine with CPUs to spare (ipc::spare_cpus): about a millisecond.
-    static constexpr std::uint32_t SPIN_SPARE = 50000;
 
     // Blocks until the next frame in ring order is READY (returns it, now RUNNING, with its trailer
     // copied into `trailer`) or shutdown was requested (returns nullptr). Spins at most `spin` steps (fewer

@@ -235,7 +235,7 @@ int serve_frames(ipc::MailboxChild& mailbox, FrameRunner& runner) {
     FrameTrailer trailer{};
     for (;;) {
         runner.before_next(mailbox.next_ready());
-        TaskFrame* frame = mailbox.next(trailer, runner.next_spin());
+        TaskFrame* frame = mailbox.next(trailer, ipc::MailboxChild::SPIN);
         if (frame == nullptr) {
             break;
         }
@@ -308,8 +308,8 @@ CanonicalIdentity decode_release(std::span<const std::byte> blob) {
     return id;
 }
 
-void send_ready(int control) {
-    send_control(control, ipc::ChildMessageType::READY, {});
+void send_ready(int control, const std::string& text) {
+    send_control(control, ipc::ChildMessageType::READY, text);
 }
 
 void send_fatal(int control, const std::string& why) noexcept {

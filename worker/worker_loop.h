@@ -135,8 +135,6 @@ public:
     // launches back to report them in a batch must hand them on when `next_ready` is false: no later frame
     // is there to do it. Never throws.
     virtual void before_next(bool /*next_ready*/) noexcept {}
-    // The most steps the frame loop spins for the next frame before it blocks (MailboxChild::next).
-    virtual std::uint32_t next_spin() const noexcept { return ipc::MailboxChild::SPIN; }
 
 protected:
     virtual void release(const CanonicalIdentity& id) = 0;
@@ -190,8 +188,9 @@ void send_fd_offer(int control, const BufferDescriptor& d, std::uint16_t rank, i
 inline constexpr int FATAL_EXIT_CODE = 78;
 
 // Control messages to the parent. send_fatal reports why this child cannot serve (the parent does not
-// restart it); the text is cut to what one message carries. It never throws.
-void send_ready(int control);
+// restart it); the text is cut to what one message carries. It never throws. A READY's text is empty but for a
+// remote link's, which names its session (ipc::ChildMessageType::READY).
+void send_ready(int control, const std::string& text = {});
 void send_fatal(int control, const std::string& why) noexcept;
 // Reports that this child ends because what it stands for cannot be reached (ipc::ChildMessageType::LOST).
 void send_lost(int control, const std::string& why) noexcept;

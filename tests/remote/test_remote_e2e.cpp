@@ -7,14 +7,57 @@
 #include "tests/remote/remote_fixture.h"
 #include "tests/sanitizers.h"
 
+#include <atomic>
 #include <catch2/catch.hpp>
+#include <condition_variable>
 #include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <grpcpp/grpcpp.h>
 #include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
 #include <thread>
 
 using namespace canopy::e2e;
 using nlohmann::json;
+
+namespace {
+
+// The local port of the established TCP connection that process `pid` holds to port `port` of its peer; 0 when it
+// holds none. Read from /proc: the socket inodes of the process's fds, looked up in its namespace's TCP table.
+std::uint16_t local_port_to(pid_t pid, std::uint16_t port) {
+    std::set<std::string> inodes;
+    const std::filesystem::path fds = "/proc/" + std::to_string(pid) + "/fd";
+    for (const auto& fd : std::filesystem::directory_iterator(fds)) {
+        std::error_code ec;
+        const std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
+        if (!ec && target.starts_with("socket:[")) {
+            inodes.insert(target.substr(8, target.size() - 9));
+        }
+    }
+    // gRPC may dial an IPv4 address from an IPv6 socket: both tables are read.
+    for (const char* name : {"tcp", "tcp6"}) {
+        std::ifstream table("/proc/" + std::to_string(pid) + "/net/" + name);
+        std::string line;
+        std::getline(table, line); // the header
+        while (std::getline(table, line)) {
+            std::istringstream fields(line);
+            std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+            fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+            const auto port_of = [](const std::string& address) {
+                return static_cast<std::uint16_t>(std::stoul(address.substr(address.find(':') + 1), nullptr, 16));
+            };
+            if (state == "01" && inodes.contains(inode) && port_of(remote) == port) {
+                return port_of(local);
+            }
+        }
+    }
+    return 0;
+}
+
+} // namespace
 
 TEST_CASE("an L4 runs tasks on a remote node's chip and sub and shows the node's tree", "[remote]") {
     const std::uint16_t port = free_tcp_port();
@@ -64,6 +107,73 @@ TEST_CASE("a task sent to a remote host while its only task runs long is read, r
     CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "hb/chip0", "--scalar", "int64:0", "--wait"}).at("state") ==
           "completed");
     CHECK(task_state(rack, slow.at("id").get<std::uint64_t>()) == "running");
+}
+
+TEST_CASE("the L4 sends a remote node's tasks on its own stream: they are answered while the node's link is stopped",
+          "[remote]") {
+    const std::uint16_t port = free_tcp_port();
+    Daemon hb(l3_config("hb", loopback(port), "insecure"));
+    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure", 30000)}));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    const json link = worker_at(rack.cli_json({"status"}), "/hb").at("pid");
+    const pid_t link_pid = link.get<pid_t>();
+    REQUIRE(::kill(link_pid, SIGSTOP) == 0);
+    // The link resumes once the task has its answer, or after 5 s: a task that went through the link would wait
+    // for that.
+    std::mutex mu;
+    std::condition_variable cv;
+    bool answered = false;
+    std::atomic<bool> resumed_first{false};
+    std::thread resume([&] {
+        std::unique_lock lock(mu);
+        if (!cv.wait_for(lock, std::chrono::seconds(5), [&] { return answered; })) {
+            resumed_first = true;
+        }
+        ::kill(link_pid, SIGCONT);
+    });
+    const json done = rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait"});
+    {
+        std::lock_guard lock(mu);
+        answered = true;
+    }
+    cv.notify_all();
+    resume.join();
+    CHECK(done.at("state") == "completed");
+    CHECK_FALSE(resumed_first);
+    // The host stayed attached through it: the same link serves the next task.
+    CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
+          "completed");
+    CHECK(worker_at(rack.cli_json({"status"}), "/hb").at("pid") == link);
+}
+
+TEST_CASE("a remote node's task stream that breaks while its link lives loses the host until it is attached again",
+          "[remote]") {
+    const std::uint16_t port = free_tcp_port();
+    Daemon hb(l3_config("hb", loopback(port), "insecure"));
+    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure")}));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    const json first_link = worker_at(rack.cli_json({"status"}), "/hb").at("pid");
+    const json slow = rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:30000"});
+    REQUIRE(eventually([&] { return worker_at(hb.cli_json({"status"}), "/sub0").at("in_flight") == 1; }));
+    // The L4's own connection to hb, not its link's: the link's child process holds that one.
+    const std::uint16_t local = local_port_to(rack.pid(), port);
+    REQUIRE(local != 0);
+    const std::string kill_socket =
+        "ss -K -t 'sport = :" + std::to_string(local) + " and dport = :" + std::to_string(port) + "' >/dev/null";
+    REQUIRE(std::system(kill_socket.c_str()) == 0);
+    const json failed = rack.cli_json({"wait", slow.at("id").dump()});
+    CHECK(failed.at("error").at("code") == "WORKER_DIED");
+    CHECK_THAT(failed.at("error").at("message").get<std::string>(),
+               Catch::Contains("host hb at 127.0.0.1:" + std::to_string(port) + " lost: its task stream ended ("));
+    CHECK(eventually_logged(rack, {"worker /hb (pid", "its task stream ended"}));
+    // A new session, with a new link and a new stream.
+    CHECK(eventually([&] {
+        const json hb_now = worker_at(rack.cli_json({"status"}), "/hb");
+        return hb_now.at("state") == "running" && hb_now.at("pid") != first_link;
+    }));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
+          "completed");
 }
 
 TEST_CASE("a task for a remote node is refused by name: unknown worker, the node itself, a buffer of another host, "

@@ -24,8 +24,8 @@ TEST_CASE("soak: clients' random requests through an L4 over its own host and a 
          canopy::testing::property_cases(600));
 }
 
-TEST_CASE("soak: the same with every long wait spinning, the link's frame loop and both gRPC completion queues "
-          "polling (CANOPY_SPIN=on)",
+TEST_CASE("soak: the same with every long wait spinning and the gRPC completion queues of both hosts polling "
+          "(CANOPY_SPIN=on)",
           "[remote][soak]") {
     const std::uint16_t port = free_tcp_port();
     const std::map<std::string, std::string> spin = {{"CANOPY_SPIN", "on"}};
