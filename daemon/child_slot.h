@@ -93,6 +93,9 @@ struct Incarnation {
     // thread, which takes that lock.
     std::shared_ptr<RemoteTasks> tasks;
     std::uint64_t last_call = FIRST_REMOTE_CALL;
+    // A lost host whose link the supervisor ends (Supervisor::lose_host_locked), and whether it has.
+    bool end_link = false;
+    bool link_killed = false;
 };
 
 struct ChildSlot {

@@ -1,6 +1,6 @@
 #pragma once
-// The wait of a thread that serves a gRPC completion queue alone: the remote link's session streams
-// (daemon/remote_session_streams.cpp) and the node's server (daemon/remote_server_impl.h).
+// The wait of a thread that serves a gRPC completion queue alone: the streams of a remote node's session, the
+// link's and the L4's own (daemon/remote_session_streams.cpp), and the node's server (daemon/remote_server_impl.h).
 //
 // Thread safety: as grpc::CompletionQueue::Next; one thread per queue.
 
@@ -10,7 +10,7 @@
 namespace canopy::daemon {
 
 // How long next_event() polls for the next event after one, where it polls at all. A remote no-op's reply reaches
-// the link, and the next task reaches the node, within one round trip of the event before: 70-130 µs between two
+// the L4, and the next task reaches the node, within one round trip of the event before: 70-130 µs between two
 // hosts of a 16-CPU machine (docs/performance.md, "Polling the completion queues").
 inline constexpr std::chrono::microseconds QUEUE_POLL{200};
 

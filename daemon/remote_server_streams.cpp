@@ -202,7 +202,7 @@ private:
     // The Read after calls that found the stream idle waits for the first reply written after them, or
     // READ_DEFER at most. gRPC gives the L4 back the flow-control credit of a message when the next Read starts,
     // in a WINDOW_UPDATE of its own: started at once, that update crosses the link alone ahead of the reply, and
-    // the L4's link wakes for it and acknowledges it (docs/performance.md, "Flow-control updates"). Started after
+    // the L4 wakes for it and acknowledges it (docs/performance.md, "Flow-control updates"). Started after
     // the reply's write, it goes in the reply's segment. Calls the L4 sends meanwhile wait in the transport;
     // READ_DEFER bounds that wait when the first task runs long. A stream with work in progress reads at once:
     // under load a deferred Read would cost each message a second wake-up of this thread.

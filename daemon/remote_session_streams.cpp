@@ -70,6 +70,9 @@ SessionStreams::~SessionStreams() {
             tasks_context_.TryCancel();
             resume_read_locked(); // the Tasks stream ends through a failed Read and its Finish
         }
+        if (idle_read_set_) {
+            idle_read_.Cancel(); // its tag comes back at once, not ok
+        }
     }
     thread_.join();
 }
@@ -162,6 +165,10 @@ bool SessionStreams::handle(Op op, bool ok) {
                 unanswered_ -= std::min(unanswered_, static_cast<std::size_t>(replies.replies_size()));
                 if (unanswered_ == 0 && !closing_) {
                     read_deferred_ = true;
+                    if (!idle_read_set_) {
+                        idle_read_set_ = true;
+                        idle_read_.Set(&cq_, std::chrono::system_clock::now() + IDLE_READ_AFTER, tag(Op::IDLE_READ));
+                    }
                 } else {
                     tasks_->Read(&replies_, tag(Op::REPLIES_READ));
                 }
@@ -180,6 +187,15 @@ bool SessionStreams::handle(Op op, bool ok) {
         }
         // A failed write means the stream is broken: its read fails too, and Finish says why.
         if (!ok || unanswered_ > 0) {
+            resume_read_locked();
+        }
+        return true;
+    }
+    case Op::IDLE_READ: {
+        // A Read still deferred starts now, so that a broken connection ends the stream while no call is out.
+        std::lock_guard lock(mu_);
+        idle_read_set_ = false;
+        if (ok) {
             resume_read_locked();
         }
         return true;

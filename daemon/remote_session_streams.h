@@ -50,6 +50,10 @@ public:
     // How long after a failed read the stream's status may take to come before the message is taken as unreadable.
     // A node's status comes with the end of its stream, in the same HTTP/2 frame.
     static constexpr std::chrono::milliseconds READ_END_GRACE{1000};
+    // How long a Tasks stream whose every call has its reply waits for the next call before it reads anyway. The
+    // Read then pending ends the stream as soon as its connection breaks; without one, a break while no call is out
+    // would go unnoticed until the next call. One alarm at a time: at most one such wake-up per IDLE_READ_AFTER.
+    static constexpr std::chrono::milliseconds IDLE_READ_AFTER{50};
 
     using OnReplies = std::function<void(const remote::v1::TaskReplies&)>;
     using OnEnd = std::function<void(const std::string& which, const grpc::Status&)>;
@@ -77,7 +81,8 @@ private:
         CALLS_WRITTEN,
         TASKS_FINISHED,
         EVENTS_GRACE_OVER, // READ_END_GRACE after a failed read of the events
-        TASKS_GRACE_OVER   // the same for the replies
+        TASKS_GRACE_OVER,  // the same for the replies
+        IDLE_READ          // IDLE_READ_AFTER passed since a Read of replies was deferred
     };
     static void* tag(Op op) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(op)); }
 
@@ -122,6 +127,8 @@ private:
     // The graces after a failed read; the streams' thread alone sets, cancels and reads these.
     grpc::Alarm events_grace_;
     grpc::Alarm tasks_grace_;
+    grpc::Alarm idle_read_; // set under mu_ while idle_read_set_
+    bool idle_read_set_ = false;
     bool events_finished_ = false;
     bool tasks_finished_ = false;
     bool events_unreadable_ = false; // cancelled when its grace ran out

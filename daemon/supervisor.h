@@ -214,8 +214,9 @@ private:
     // Completes the tasks `replies` answer, if `inc` still lives.
     void on_remote_replies(ChildSlot& slot, Incarnation& inc, std::vector<RemoteReply>& replies);
     // The host of remote node `slot` is lost for the session of `inc` (`why`: "its task stream ended (...)"), as
-    // when its link reports LOST: the link is killed, and its exit fails what is in flight naming the host, and
-    // starts it again with back-off. REQUIRES slot.mu, with slot.live == &inc.
+    // when its link reports LOST: the link is killed once its pid is known, and its exit fails what is in flight
+    // naming the host, and starts it again with back-off. A slot already lost keeps its reason. REQUIRES slot.mu,
+    // with slot.live == &inc.
     void lose_host_locked(ChildSlot& slot, Incarnation& inc, const std::string& why);
 
     // copies across hosts (supervisor_hosts.cpp)

@@ -75,7 +75,10 @@ void Supervisor::control_loop(ChildSlot& slot, Incarnation& inc) {
                 if (inc.pid <= 0 && m.pid > 0) {
                     inc.pid = m.pid; // READY can overtake the zygote's SPAWNED event
                 }
-                if (slot.live.get() == &inc && slot.state == WorkerState::STARTING && !no_tasks.empty()) {
+                if (slot.live.get() == &inc && slot.state == WorkerState::STARTING &&
+                    (!no_tasks.empty() || slot.lost)) {
+                    // No stream, or one that ended before this READY was handled (and, when the pid was not known
+                    // yet, could not end the link): the host is lost.
                     lose_host_locked(slot, inc, no_tasks);
                 } else if (slot.live.get() == &inc && slot.state == WorkerState::STARTING) {
                     inc.tasks = std::move(tasks);

@@ -635,7 +635,7 @@ void Supervisor::completion_loop(ChildSlot& slot, Incarnation& inc) {
                 return;
             }
             poisoned = !harvest_locked(slot, inc, results);
-            busy = !slot.in_flight.empty();
+            busy = inc.mailbox->in_flight() > 0; // a remote node's tasks complete on its task stream's thread
         }
         for (auto& [done, result] : results) {
             if (done) {

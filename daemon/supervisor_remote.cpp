@@ -35,14 +35,18 @@ std::shared_ptr<RemoteTasks> Supervisor::open_remote_tasks(ChildSlot& slot, Inca
 }
 
 void Supervisor::lose_host_locked(ChildSlot& slot, Incarnation& inc, const std::string& why) {
-    if (slot.lost) {
-        return; // the link reported it first, and exits
+    if (!slot.lost) {
+        slot.lost = true;
+        slot.lost_reason = remote_host_name(slot.path, *slot.spec.remote) + " lost: " + why;
+        slot.last_exit = slot.lost_reason;
+        inc.end_link = true;
     }
-    slot.lost = true;
-    slot.lost_reason = remote_host_name(slot.path, *slot.spec.remote) + " lost: " + why;
-    slot.last_exit = slot.lost_reason;
-    if (inc.pid > 0) {
-        launcher_->kill(inc.pid, SIGKILL); // under slot.mu with slot.live == &inc: the pid is not reaped yet
+    // A link that reported the loss itself exits on its own. One that did not is ended once its pid is known: the
+    // stream may end before the link's READY is handled, which can overtake the zygote's SPAWNED, and READY then
+    // comes here again. Under slot.mu with slot.live == &inc: its exit has not been handled.
+    if (inc.end_link && !inc.link_killed && inc.pid > 0) {
+        inc.link_killed = true;
+        launcher_->kill(inc.pid, SIGKILL);
     }
     notify_events();
 }

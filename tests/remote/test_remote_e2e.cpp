@@ -176,6 +176,28 @@ TEST_CASE("a remote node's task stream that breaks while its link lives loses th
           "completed");
 }
 
+TEST_CASE("a remote node's task stream that breaks while no task is out loses the host at once", "[remote]") {
+    const std::uint16_t port = free_tcp_port();
+    Daemon hb(l3_config("hb", loopback(port), "insecure"));
+    Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure", 30000)}));
+    REQUIRE(eventually_running(rack, "/hb/sub0"));
+    REQUIRE(rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
+            "completed");
+    const json first_link = worker_at(rack.cli_json({"status"}), "/hb").at("pid");
+    const std::uint16_t local = local_port_to(rack.pid(), port);
+    REQUIRE(local != 0);
+    const std::string kill_socket =
+        "ss -K -t 'sport = :" + std::to_string(local) + " and dport = :" + std::to_string(port) + "' >/dev/null";
+    REQUIRE(std::system(kill_socket.c_str()) == 0);
+    // No task is sent: the stream's idle Read sees the break (its lost_after of 30 s is far off).
+    CHECK_THAT(eventually_last_exit(rack, "/hb", "its task stream ended"),
+               Catch::Contains("host hb at 127.0.0.1:" + std::to_string(port) + " lost: its task stream ended ("));
+    CHECK(eventually([&] {
+        const json hb_now = worker_at(rack.cli_json({"status"}), "/hb");
+        return hb_now.at("state") == "running" && hb_now.at("pid") != first_link;
+    }));
+}
+
 TEST_CASE("a task for a remote node is refused by name: unknown worker, the node itself, a buffer of another host, "
           "a bad argument",
           "[remote]") {
