@@ -47,16 +47,23 @@ std::string describe_status(const grpc::Status& status) {
 SessionStreams::SessionStreams(Stub& stub, const pb::AttachRequest& request,
                                std::function<void(const pb::NodeEvent&)> on_event, OnEnd on_end)
     : stub_(stub), on_event_(std::move(on_event)), on_end_(std::move(on_end)) {
+    // The thread first: a thread that cannot start leaves no call on the queue, whose destruction would then abort.
+    thread_ = std::thread([this] { run(); });
+    std::lock_guard lock(mu_);
     events_ = stub_.PrepareAsyncAttach(&events_context_, request, &cq_);
     events_->StartCall(tag(Op::EVENTS_STARTED));
-    thread_ = std::thread([this] { run(); });
+    started_ = true;
+    started_cv_.notify_all();
 }
 
 SessionStreams::SessionStreams(Stub& stub, OnReplies on_replies, OnEnd on_end)
     : stub_(stub), on_replies_(std::move(on_replies)), on_end_(std::move(on_end)) {
+    thread_ = std::thread([this] { run(); }); // first, as above
+    std::lock_guard lock(mu_);
     tasks_ = stub_.PrepareAsyncTasks(&tasks_context_, &cq_);
     tasks_->StartCall(tag(Op::TASKS_STARTED));
-    thread_ = std::thread([this] { run(); });
+    started_ = true;
+    started_cv_.notify_all();
 }
 
 SessionStreams::~SessionStreams() {
@@ -97,6 +104,11 @@ void SessionStreams::resume_read_locked() {
 }
 
 void SessionStreams::run() {
+    {
+        // The stream's call is made once this thread runs; what the constructor set is read here from now on.
+        std::unique_lock lock(mu_);
+        started_cv_.wait(lock, [&] { return started_; });
+    }
     void* got = nullptr;
     bool ok = false;
     while (next_event(cq_, &got, &ok)) {

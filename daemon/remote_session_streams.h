@@ -28,6 +28,7 @@
 #include "remote/canopy_remote.grpc.pb.h"
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -116,6 +117,8 @@ private:
     remote::v1::TaskReplies replies_;
     grpc::Status tasks_status_;
     std::mutex mu_;
+    std::condition_variable started_cv_; // the constructor has started the stream's call
+    bool started_ = false;
     bool tasks_ready_ = false;                // the Tasks stream has started: writes may go
     bool writing_ = false;                    // a write is in progress
     bool tasks_ended_ = false;                // the Tasks stream's read failed: no more writes
