@@ -112,13 +112,15 @@ TEST_CASE("a task sent to a remote host while its only task runs long is read, r
 TEST_CASE("the L4 sends a remote node's tasks on its own stream: they are answered while the node's link is stopped",
           "[remote]") {
     const std::uint16_t port = free_tcp_port();
-    Daemon hb(l3_config("hb", loopback(port), "insecure"));
+    // Neither side counts the other lost while the link is stopped: hb hears nothing from the link meanwhile.
+    Daemon hb(l3_config("hb", loopback(port), "insecure",
+                        {{"serve", {{"listen", loopback(port)}, {"tls", "insecure"}, {"lost_after_ms", 30000}}}}));
     Daemon rack(l4_config({remote_node("hb", loopback(port), "insecure", 30000)}));
     REQUIRE(eventually_running(rack, "/hb/sub0"));
     const json link = worker_at(rack.cli_json({"status"}), "/hb").at("pid");
     const pid_t link_pid = link.get<pid_t>();
     REQUIRE(::kill(link_pid, SIGSTOP) == 0);
-    // The link resumes once the task has its answer, or after 5 s: a task that went through the link would wait
+    // The link resumes once the task has its answer, or after 10 s: a task that went through the link would wait
     // for that.
     std::mutex mu;
     std::condition_variable cv;
@@ -126,7 +128,7 @@ TEST_CASE("the L4 sends a remote node's tasks on its own stream: they are answer
     std::atomic<bool> resumed_first{false};
     std::thread resume([&] {
         std::unique_lock lock(mu);
-        if (!cv.wait_for(lock, std::chrono::seconds(5), [&] { return answered; })) {
+        if (!cv.wait_for(lock, std::chrono::seconds(10), [&] { return answered; })) {
             resumed_first = true;
         }
         ::kill(link_pid, SIGCONT);
