@@ -4,12 +4,14 @@
 #include "daemon/remote_session_streams.h"
 #include "remote/canopy_remote.grpc.pb.h"
 
+#include <atomic>
 #include <grpcpp/grpcpp.h>
 
 namespace canopy::daemon {
 namespace pb = canopy::remote::v1;
 
 struct RemoteTasks::Impl {
+    std::atomic<bool> closing{false}; // the destructor cancels the stream: its end is no news
     std::string host;
     std::uint64_t session = 0;
     std::shared_ptr<grpc::Channel> channel;
@@ -45,12 +47,17 @@ RemoteTasks::RemoteTasks(const config::RemoteConfig& remote, std::string host, s
             }
             on_replies(out);
         },
-        [on_end = std::move(on_end)](const std::string& which, const grpc::Status& status) {
-            on_end("its " + which + " ended (" + describe_status(status) + ")");
+        [impl = impl_.get(), on_end = std::move(on_end)](const std::string& which, const grpc::Status& status) {
+            if (!impl->closing) {
+                on_end("its " + which + " ended (" + describe_status(status) + ")");
+            }
         });
 }
 
-RemoteTasks::~RemoteTasks() = default;
+RemoteTasks::~RemoteTasks() {
+    impl_->closing = true;
+    impl_->streams.reset(); // cancels the stream and waits for its end
+}
 
 void RemoteTasks::send(const RemoteCall& call) {
     pb::TaskCall out;

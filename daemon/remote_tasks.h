@@ -6,8 +6,9 @@
 // few CPUs saves a thread's wake-up each way (docs/performance.md, "The L4's own task stream").
 //
 // send() queues a call (SessionStreams batches them); each message of replies goes to `on_replies`, and the
-// stream's end, whatever ended it, to `on_end` once, as the reason the host is lost ("its task stream ended
-// (UNAVAILABLE: ...)"); both on the stream's own thread. The destructor cancels the stream and waits for its end.
+// stream's end, unless the destructor ended it, to `on_end` once, as the reason the host is lost ("its task
+// stream ended (UNAVAILABLE: ...)"); both on the stream's own thread. The destructor cancels the stream and waits
+// for its end.
 //
 // Thread safety: send() from any thread; the callbacks run on the stream's thread, one at a time, and may call
 // send().
