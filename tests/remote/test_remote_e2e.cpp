@@ -57,6 +57,24 @@ std::uint16_t local_port_to(pid_t pid, std::uint16_t port) {
     return 0;
 }
 
+// Breaks the L4's own connection to its remote node's port `port` (its task stream's), not the link's, which the
+// link's child process holds: `ss -K` destroys that socket.
+void break_task_connection(const Daemon& rack, std::uint16_t port) {
+    const std::uint16_t local = local_port_to(rack.pid(), port);
+    REQUIRE(local != 0);
+    const std::string kill_socket =
+        "ss -K -t 'sport = :" + std::to_string(local) + " and dport = :" + std::to_string(port) + "' >/dev/null";
+    REQUIRE(std::system(kill_socket.c_str()) == 0);
+}
+
+// Polls until remote node /hb runs with another link than `first_link` (its pid): a new session.
+bool eventually_new_link(const Daemon& rack, const json& first_link) {
+    return eventually([&] {
+        const json hb_now = worker_at(rack.cli_json({"status"}), "/hb");
+        return hb_now.at("state") == "running" && hb_now.at("pid") != first_link;
+    });
+}
+
 } // namespace
 
 TEST_CASE("an L4 runs tasks on a remote node's chip and sub and shows the node's tree", "[remote]") {
@@ -157,22 +175,14 @@ TEST_CASE("a remote node's task stream that breaks while its link lives loses th
     const json first_link = worker_at(rack.cli_json({"status"}), "/hb").at("pid");
     const json slow = rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:30000"});
     REQUIRE(eventually([&] { return worker_at(hb.cli_json({"status"}), "/sub0").at("in_flight") == 1; }));
-    // The L4's own connection to hb, not its link's: the link's child process holds that one.
-    const std::uint16_t local = local_port_to(rack.pid(), port);
-    REQUIRE(local != 0);
-    const std::string kill_socket =
-        "ss -K -t 'sport = :" + std::to_string(local) + " and dport = :" + std::to_string(port) + "' >/dev/null";
-    REQUIRE(std::system(kill_socket.c_str()) == 0);
+    break_task_connection(rack, port);
     const json failed = rack.cli_json({"wait", slow.at("id").dump()});
     CHECK(failed.at("error").at("code") == "WORKER_DIED");
     CHECK_THAT(failed.at("error").at("message").get<std::string>(),
                Catch::Contains("host hb at 127.0.0.1:" + std::to_string(port) + " lost: its task stream ended ("));
     CHECK(eventually_logged(rack, {"worker /hb (pid", "its task stream ended"}));
     // A new session, with a new link and a new stream.
-    CHECK(eventually([&] {
-        const json hb_now = worker_at(rack.cli_json({"status"}), "/hb");
-        return hb_now.at("state") == "running" && hb_now.at("pid") != first_link;
-    }));
+    CHECK(eventually_new_link(rack, first_link));
     REQUIRE(eventually_running(rack, "/hb/sub0"));
     CHECK(rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
           "completed");
@@ -186,18 +196,11 @@ TEST_CASE("a remote node's task stream that breaks while no task is out loses th
     REQUIRE(rack.cli_json({"submit", "sleep_ms", "--on", "hb/sub0", "--scalar", "int64:0", "--wait"}).at("state") ==
             "completed");
     const json first_link = worker_at(rack.cli_json({"status"}), "/hb").at("pid");
-    const std::uint16_t local = local_port_to(rack.pid(), port);
-    REQUIRE(local != 0);
-    const std::string kill_socket =
-        "ss -K -t 'sport = :" + std::to_string(local) + " and dport = :" + std::to_string(port) + "' >/dev/null";
-    REQUIRE(std::system(kill_socket.c_str()) == 0);
+    break_task_connection(rack, port);
     // No task is sent: the stream's idle Read sees the break (its lost_after of 30 s is far off).
     CHECK_THAT(eventually_last_exit(rack, "/hb", "its task stream ended"),
                Catch::Contains("host hb at 127.0.0.1:" + std::to_string(port) + " lost: its task stream ended ("));
-    CHECK(eventually([&] {
-        const json hb_now = worker_at(rack.cli_json({"status"}), "/hb");
-        return hb_now.at("state") == "running" && hb_now.at("pid") != first_link;
-    }));
+    CHECK(eventually_new_link(rack, first_link));
 }
 
 TEST_CASE("a task for a remote node is refused by name: unknown worker, the node itself, a buffer of another host, "
