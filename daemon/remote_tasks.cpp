@@ -12,7 +12,6 @@ namespace pb = canopy::remote::v1;
 
 struct RemoteTasks::Impl {
     std::atomic<bool> closing{false}; // the destructor cancels the stream: its end is no news
-    std::string host;
     std::uint64_t session = 0;
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<pb::Node::Stub> stub;
@@ -22,14 +21,13 @@ struct RemoteTasks::Impl {
 RemoteTasks::RemoteTasks(const config::RemoteConfig& remote, std::string host, std::uint64_t session,
                          OnReplies on_replies, OnEnd on_end)
     : impl_(std::make_unique<Impl>()) {
-    impl_->host = std::move(host);
     impl_->session = session;
     impl_->channel = grpc::CreateCustomChannel(config::to_string(remote.address), channel_credentials(remote.tls),
                                                channel_arguments(remote));
     impl_->stub = pb::Node::NewStub(impl_->channel);
     impl_->streams = std::make_unique<SessionStreams>(
         *impl_->stub,
-        [host = impl_->host, on_replies = std::move(on_replies)](const pb::TaskReplies& replies) {
+        [host = std::move(host), on_replies = std::move(on_replies)](const pb::TaskReplies& replies) {
             std::vector<RemoteReply> out;
             out.reserve(static_cast<std::size_t>(replies.replies_size()));
             for (const pb::TaskReply& r : replies.replies()) {
